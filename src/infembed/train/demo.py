@@ -1,0 +1,34 @@
+"""The demo's training step: the default MiniLM on the shared InF-IR sample with the paper's best objective."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from infembed.train.config import TrainConfig
+
+
+def demo_config(data_root: Path, output: Path, quick: bool = False, device: str | None = None) -> TrainConfig:
+    return TrainConfig(
+        data=[str(data_root / "inf-ir-msmarco-sample")],
+        model="default",
+        objective="multi",
+        negatives="P,I",
+        epochs=1 if quick else 2,
+        limit=96 if quick else None,
+        batch_size=16,
+        learning_rate=5e-5,
+        output=str(output),
+        device=device,
+    )
+
+
+def train_demo_model(data_root: Path, output: Path, quick: bool = False, device: str | None = None) -> Path:
+    """Train (or reuse an identical finished run in ``output``) and return the model dir."""
+    from infembed.train.trainer import train
+
+    config = demo_config(data_root, output, quick, device)
+    done = output / "train_config.json"
+    if (output / "infembed.json").exists() and done.exists() and json.loads(done.read_text()) == config.to_dict():
+        return output
+    return train(config)

@@ -1,0 +1,429 @@
+"""The InF-Embed trainer: a plain PyTorch loop around :class:`~infembed.model.InFEmbed` and
+:class:`~infembed.losses.InFEmbedLoss`.
+
+Why not ``transformers.Trainer`` / ``SentenceTransformerTrainer``: the objectives need batches laid out as
+sibling triples with text identities, gradient caching has to split the encoder forward from the loss, and the
+cross-device negatives need every rank to see the whole batch. Those three are easier to get exactly right (and
+to test against a single-process run) in a small loop; optimiser and schedules still come from torch and
+transformers.
+
+Features: AdamW with warmup and a linear/cosine/constant schedule, gradient accumulation, gradient caching
+(``grad_cache_chunk``: same loss and gradients as the plain batch, memory bounded by the chunk), torch.distributed
+with all-gathered embeddings, LoRA via peft, bf16 autocast on CUDA (fp32 master weights), checkpoints with
+optimiser/scheduler/RNG state and exact resume, a progress bar, ``metrics.jsonl``, a loss-curve PNG and optional
+periodic p-MRR evaluation.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import random
+import shutil
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from infembed.data.batching import TrainingBatch, batches_per_epoch, iter_batches
+from infembed.data.jsonl import JsonlAppender, write_json
+from infembed.data.records import Triplet
+from infembed.losses import EmbeddedBatch, InFEmbedLoss
+from infembed.model import InFEmbed, ModelConfig
+from infembed.train import distributed as dist_utils
+from infembed.train.config import TrainConfig
+
+
+def load_rows(specs: Sequence[str], limit: int | None = None) -> list[Triplet]:
+    from infembed.data.formats import read_triplets
+
+    rows: list[Triplet] = []
+    for spec in specs:
+        if Path(spec).exists():
+            rows += read_triplets(spec)
+        else:
+            from infembed.data.hub import load_inf_ir
+
+            rows += load_inf_ir(spec)
+    if not rows:
+        raise ValueError("no training rows: give --data")
+    return rows[:limit] if limit else rows
+
+
+def build_model(config: TrainConfig, device: str | None = None) -> InFEmbed:
+    model_config = ModelConfig(
+        interaction=config.interaction,
+        template=config.template,
+        pooling=config.pooling,
+        query_max_length=config.query_max_length,
+        passage_max_length=config.passage_max_length,
+        separate_passage_encoder=config.separate_passage_encoder,
+        gguf_file=config.gguf_file,
+        base_model=config.model,
+    )
+    model = InFEmbed.from_pretrained(config.model, config=model_config, device=device, dtype=torch.float32)
+    if config.lora:
+        apply_lora(model, config)
+    return model
+
+
+def apply_lora(model: InFEmbed, config: TrainConfig) -> None:
+    """Wrap the backbone(s) in peft LoRA adapters; only adapter (and interaction) weights stay trainable."""
+    from peft import LoraConfig, get_peft_model
+
+    lora = LoraConfig(r=config.lora_r, lora_alpha=config.lora_alpha, lora_dropout=config.lora_dropout,
+                      target_modules="all-linear", bias="none")
+    for enc in (model.encoder, model.passage_encoder):
+        if enc is not None:
+            enc.backbone = get_peft_model(enc.backbone, lora)
+
+
+class _RandState:
+    """Captures the RNG state before a chunk's no-grad forward so the re-forward with grad sees the same dropout."""
+
+    def __init__(self, device: torch.device):
+        self.cpu = torch.get_rng_state()
+        self.cuda = torch.cuda.get_rng_state(device) if device.type == "cuda" else None
+        self.device = device
+
+    @contextlib.contextmanager
+    def restore(self):
+        devices = [self.device] if self.cuda is not None else []
+        with torch.random.fork_rng(devices=devices):
+            torch.set_rng_state(self.cpu)
+            if self.cuda is not None:
+                torch.cuda.set_rng_state(self.cuda, self.device)
+            yield
+
+
+class Trainer:
+    def __init__(self, config: TrainConfig, model: InFEmbed | None = None, rows: Sequence[Triplet] | None = None):
+        self.config = config
+        self.rank, self.world_size = dist_utils.world()
+        self.model = model or build_model(config, device=config.device)
+        self.device = self.model.device
+        self.rows = list(rows) if rows is not None else load_rows(config.data, config.limit)
+        self.loss_fn = InFEmbedLoss(
+            objective=config.objective, negatives=config.negatives, temperature=config.temperature,
+            learn_temperature=config.learn_temperature, iq_negatives=config.iq_negatives,
+            positive_count=config.positive_count,
+        ).to(self.device)
+        self.output = Path(config.output)
+        self.global_step = 0
+        self.micro_step = 0
+        self.history: list[dict[str, Any]] = []
+        self._autocast = (
+            torch.autocast("cuda", dtype=torch.bfloat16)
+            if self.device.type == "cuda" and torch.cuda.is_bf16_supported() else contextlib.nullcontext()
+        )
+
+    # ------------------------------------------------------------------------------------------- parameters
+
+    def trainable_parameters(self) -> list[torch.nn.Parameter]:
+        params = [p for p in self.model.parameters() if p.requires_grad]
+        return params + [p for p in self.loss_fn.parameters() if p.requires_grad]
+
+    def _make_optimizer(self, total_steps: int):
+        from transformers import get_scheduler
+
+        decay, no_decay = [], []
+        for name, p in list(self.model.named_parameters()) + list(self.loss_fn.named_parameters()):
+            if not p.requires_grad:
+                continue
+            (no_decay if p.ndim < 2 or "norm" in name.lower() or name.endswith("bias") else decay).append(p)
+        optimizer = torch.optim.AdamW(
+            [{"params": decay, "weight_decay": self.config.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
+            lr=self.config.learning_rate,
+        )
+        name = {"linear": "linear", "cosine": "cosine", "constant": "constant_with_warmup"}[self.config.scheduler]
+        scheduler = get_scheduler(name, optimizer, num_warmup_steps=int(self.config.warmup_ratio * total_steps),
+                                  num_training_steps=total_steps)
+        return optimizer, scheduler
+
+    # ------------------------------------------------------------------------------------------- loss
+
+    def _embed_batch(self, batch: TrainingBatch) -> tuple[torch.Tensor, torch.Tensor]:
+        with self._autocast:
+            queries = self.model.embed_queries(batch.queries, batch.instructions)
+            passages = self.model.embed_passages(batch.passages)
+        return queries.float(), passages.float()
+
+    def _global_batch(self, batch: TrainingBatch, queries: torch.Tensor, passages: torch.Tensor) -> EmbeddedBatch:
+        """Gather anchors, extra rows, passages and ids from every rank (local slices keep their gradient)."""
+        n = batch.n_anchors
+        gather = dist_utils.gather_with_grad
+        dev = queries.device
+        inst_ids, query_ids, passage_ids = (t.to(dev) for t in (batch.instruction_ids, batch.query_ids, batch.passage_ids))
+        anchors, extras = gather(queries[:n]), gather(queries[n:])
+        pos, extra_p = gather(passages[:n]), gather(passages[n:])
+        return EmbeddedBatch(
+            queries=torch.cat([anchors, extras]),
+            passages=torch.cat([pos, extra_p]),
+            instruction_ids=torch.cat([gather(inst_ids[:n]), gather(inst_ids[n:])]),
+            query_ids=torch.cat([gather(query_ids[:n]), gather(query_ids[n:])]),
+            passage_ids=torch.cat([gather(passage_ids[:n]), gather(passage_ids[n:])]),
+            num_anchors=anchors.shape[0],
+        )
+
+    def compute_loss(self, batch: TrainingBatch) -> torch.Tensor:
+        """The global-batch loss with gradients (plain, no caching)."""
+        queries, passages = self._embed_batch(batch)
+        return self.loss_fn(self._global_batch(batch, queries, passages))
+
+    def backward_step(self, batch: TrainingBatch, scale: float = 1.0) -> float:
+        """Forward + backward for one (micro-)batch; returns the loss value. Gradients accumulate in ``.grad``."""
+        chunk = self.config.grad_cache_chunk
+        if chunk <= 0:
+            loss = self.compute_loss(batch)
+            (loss * scale).backward()
+            return float(loss.detach())
+        return self._grad_cache_step(batch, chunk, scale)
+
+    def _grad_cache_step(self, batch: TrainingBatch, chunk: int, scale: float) -> float:
+        # 1. embeddings without a graph, chunk by chunk, remembering the RNG state of each chunk
+        q_items = list(zip(batch.queries, batch.instructions))
+        q_chunks = [q_items[i : i + chunk] for i in range(0, len(q_items), chunk)]
+        p_chunks = [batch.passages[i : i + chunk] for i in range(0, len(batch.passages), chunk)]
+        q_states, p_states, q_reps, p_reps = [], [], [], []
+        with torch.no_grad():
+            for items in q_chunks:
+                q_states.append(_RandState(self.device))
+                with self._autocast:
+                    q_reps.append(self.model.embed_queries([q for q, _ in items], [i for _, i in items]).float())
+            for texts in p_chunks:
+                p_states.append(_RandState(self.device))
+                with self._autocast:
+                    p_reps.append(self.model.embed_passages(texts).float())
+        queries = torch.cat(q_reps).requires_grad_(True)
+        passages = torch.cat(p_reps).requires_grad_(True)
+        # 2. the loss on the cached embeddings; gradients w.r.t. the embeddings (and the temperature)
+        loss = self.loss_fn(self._global_batch(batch, queries, passages))
+        (loss * scale).backward()
+        q_grads, p_grads = queries.grad.split([len(c) for c in q_chunks]), passages.grad.split([len(c) for c in p_chunks])
+        # 3. re-encode each chunk with a graph (same dropout) and push the cached gradient through it
+        for items, state, grad in zip(q_chunks, q_states, q_grads):
+            with state.restore(), self._autocast:
+                reps = self.model.embed_queries([q for q, _ in items], [i for _, i in items]).float()
+            reps.backward(grad)
+        for texts, state, grad in zip(p_chunks, p_states, p_grads):
+            with state.restore(), self._autocast:
+                reps = self.model.embed_passages(texts).float()
+            reps.backward(grad)
+        return float(loss.detach())
+
+    # ------------------------------------------------------------------------------------------- checkpoints
+
+    def _checkpoint_dir(self) -> Path:
+        return self.output / "checkpoints"
+
+    def save_checkpoint(self, optimizer, scheduler) -> Path:
+        path = self._checkpoint_dir() / f"step-{self.global_step:07d}"
+        if self.rank == 0:
+            tmp = path.with_name(path.name + ".tmp")
+            shutil.rmtree(tmp, ignore_errors=True)
+            tmp.mkdir(parents=True)
+            trainable = {n: p.detach().cpu() for n, p in self.model.named_parameters() if p.requires_grad}
+            torch.save({
+                "model": trainable,
+                "loss": self.loss_fn.state_dict(),
+                "optimizer": optimizer.state_dict(),
+                "scheduler": scheduler.state_dict(),
+                "rng": {"torch": torch.get_rng_state(), "python": random.getstate(), "numpy": np.random.get_state(),
+                        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None},
+                "global_step": self.global_step,
+                "micro_step": self.micro_step,
+                "history": self.history,
+                "config": self.config.to_dict(),
+            }, tmp / "state.pt")
+            shutil.rmtree(path, ignore_errors=True)
+            tmp.rename(path)
+            keep = self.config.keep_checkpoints
+            old = sorted(p for p in self._checkpoint_dir().glob("step-*") if not p.name.endswith(".tmp"))
+            for stale in old[:-keep] if keep > 0 else []:
+                shutil.rmtree(stale, ignore_errors=True)
+        return path
+
+    def latest_checkpoint(self) -> Path | None:
+        found = sorted(p for p in self._checkpoint_dir().glob("step-*") if not p.name.endswith(".tmp") and (p / "state.pt").exists())
+        return found[-1] if found else None
+
+    def load_checkpoint(self, path: Path, optimizer, scheduler) -> None:
+        state = torch.load(path / "state.pt", map_location="cpu", weights_only=False)
+        params = dict(self.model.named_parameters())
+        with torch.no_grad():
+            for name, value in state["model"].items():
+                params[name].copy_(value.to(params[name].device))
+        self.loss_fn.load_state_dict(state["loss"])
+        optimizer.load_state_dict(state["optimizer"])
+        scheduler.load_state_dict(state["scheduler"])
+        torch.set_rng_state(state["rng"]["torch"])
+        random.setstate(state["rng"]["python"])
+        np.random.set_state(state["rng"]["numpy"])
+        if state["rng"]["cuda"] is not None and torch.cuda.is_available():
+            torch.cuda.set_rng_state_all(state["rng"]["cuda"])
+        self.global_step, self.micro_step = state["global_step"], state["micro_step"]
+        self.history = state["history"]
+
+    # ------------------------------------------------------------------------------------------- loop
+
+    def total_steps(self) -> int:
+        per_epoch = batches_per_epoch(len(self.rows), self.config.batch_size, self.world_size)
+        steps = math.ceil(per_epoch * self.config.epochs / self.config.gradient_accumulation)
+        return min(steps, self.config.max_steps) if self.config.max_steps else steps
+
+    def _micro_batches(self, start_micro: int):
+        """(epoch, batch) for every micro-batch of the run, skipping the first ``start_micro`` (resume)."""
+        per_epoch = batches_per_epoch(len(self.rows), self.config.batch_size, self.world_size)
+        total_micro = math.ceil(per_epoch * self.config.epochs)
+        index = 0
+        epoch = 0
+        while index < total_micro:
+            for batch in iter_batches(self.rows, self.config.batch_size, seed=self.config.seed, epoch=epoch,
+                                      extra_instruction_negatives=self.config.extra_instruction_negatives,
+                                      world_size=self.world_size, rank=self.rank):
+                if index >= total_micro:
+                    return
+                if index >= start_micro:
+                    yield batch
+                index += 1
+            epoch += 1
+
+    def train(self, resume: bool = True) -> Path:
+        cfg = self.config
+        torch.manual_seed(cfg.seed)
+        random.seed(cfg.seed)
+        np.random.seed(cfg.seed)
+        total = self.total_steps()
+        optimizer, scheduler = self._make_optimizer(total)
+        checkpoint = self.latest_checkpoint() if resume else None
+        if checkpoint is not None:
+            self.load_checkpoint(checkpoint, optimizer, scheduler)
+            self._log_line(f"resumed from {checkpoint} at step {self.global_step}/{total}")
+        if self.rank == 0:
+            self.output.mkdir(parents=True, exist_ok=True)
+            write_json(self.output / "train_config.json", cfg.to_dict())
+        metrics = JsonlAppender(self.output / "metrics.jsonl") if self.rank == 0 else None
+        self.model.train()
+        params = self.trainable_parameters()
+        bar = self._progress(total)
+        started = time.perf_counter()
+        pairs_seen = 0
+        accum = cfg.gradient_accumulation
+        window: list[float] = []
+        for batch in self._micro_batches(self.micro_step):
+            if self.global_step >= total:
+                break
+            window.append(self.backward_step(batch, scale=1.0 / accum))
+            pairs_seen += batch.n_anchors * self.world_size
+            self.micro_step += 1
+            if self.micro_step % accum:
+                continue
+            dist_utils.sum_gradients(params)
+            if cfg.max_grad_norm > 0:
+                torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm)
+            optimizer.step()
+            scheduler.step()
+            optimizer.zero_grad(set_to_none=True)
+            self.global_step += 1
+            loss_value = dist_utils.all_reduce_mean(sum(window) / len(window), self.device)
+            window = []
+            elapsed = time.perf_counter() - started
+            entry = {"step": self.global_step, "loss": round(loss_value, 6), "lr": scheduler.get_last_lr()[0],
+                     "scale": round(self.loss_fn.scale, 4), "pairs_per_s": round(pairs_seen / max(elapsed, 1e-9), 2)}
+            self.history.append(entry)
+            if metrics is not None and self.global_step % max(cfg.log_steps, 1) == 0:
+                metrics.write(entry)
+            if bar is not None:
+                bar.update(1)
+                bar.set_postfix(loss=f"{loss_value:.4f}")
+            if cfg.eval_benchmark and cfg.eval_steps and self.global_step % cfg.eval_steps == 0:
+                self._evaluate(metrics)
+            if cfg.save_steps and self.global_step % cfg.save_steps == 0 and self.global_step < total:
+                self.save_checkpoint(optimizer, scheduler)
+        if bar is not None:
+            bar.close()
+        seconds = time.perf_counter() - started
+        if self.rank == 0:
+            self.model.config.training = {**cfg.to_dict(), "steps": self.global_step, "rows": len(self.rows),
+                                          "world_size": self.world_size, "loss": self.loss_fn.get_config_dict()}
+            self.model.save(self.output)
+            write_json(self.output / "train_summary.json", {
+                "steps": self.global_step, "seconds": round(seconds, 2), "rows": len(self.rows),
+                "pairs_per_s": round(pairs_seen / max(seconds, 1e-9), 2),
+                "final_loss": self.history[-1]["loss"] if self.history else None,
+            })
+            self.plot_loss(self.output / "loss.png")
+            metrics.close()
+        return self.output
+
+    def _evaluate(self, metrics: JsonlAppender | None) -> None:
+        if self.rank != 0:
+            return
+        from infembed.data.formats import load_benchmark
+        from infembed.evaluate.retrievers import DenseRetriever
+        from infembed.evaluate.runner import evaluate
+
+        self.model.eval()
+        result = evaluate(load_benchmark(self.config.eval_benchmark), DenseRetriever(self.model, cache=False, show_progress=False))
+        self.model.train()
+        entry = {"step": self.global_step, "eval": result["benchmark"], "p-MRR": result["p-MRR"], "score": result["score"]}
+        self.history.append(entry)
+        if metrics is not None:
+            metrics.write(entry)
+        self._log_line(f"step {self.global_step}: p-MRR {100 * (result['p-MRR'] or 0):.1f}, score {100 * result['score']:.1f}")
+
+    def _progress(self, total: int):
+        if self.rank != 0:
+            return None
+        from tqdm.auto import tqdm
+
+        return tqdm(total=total, initial=self.global_step, desc="training", unit="step", dynamic_ncols=True)
+
+    def _log_line(self, text: str) -> None:
+        if self.rank == 0:
+            from rich.console import Console
+
+            Console(stderr=True).print(text, highlight=False)
+
+    def plot_loss(self, path: Path) -> None:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        steps = [h["step"] for h in self.history if "loss" in h]
+        losses = [h["loss"] for h in self.history if "loss" in h]
+        evals = [(h["step"], 100 * h["p-MRR"]) for h in self.history if h.get("p-MRR") is not None]
+        fig, ax = plt.subplots(figsize=(7, 4))
+        ax.plot(steps, losses, label="training loss")
+        ax.set_xlabel("optimiser step")
+        ax.set_ylabel("loss")
+        ax.set_title(f"InF-Embed {self.config.objective} over {self.config.negatives}")
+        if evals:
+            ax2 = ax.twinx()
+            ax2.plot([s for s, _ in evals], [v for _, v in evals], "o-", color="tab:red", label="p-MRR x100")
+            ax2.set_ylabel("p-MRR x100")
+        fig.tight_layout()
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+
+
+def train(config: TrainConfig, resume: bool = True) -> Path:
+    """Train from a config (initialises torch.distributed when launched by torchrun)."""
+    device = torch.device(config.device) if config.device else None
+    if dist_utils.init_from_env(device or torch.device("cuda" if torch.cuda.is_available() else "cpu")):
+        rank = dist_utils.world()[0]
+        if torch.cuda.is_available() and not config.device:
+            import os
+
+            config.device = f"cuda:{int(os.environ.get('LOCAL_RANK', rank))}"
+    trainer = Trainer(config)
+    return trainer.train(resume=resume)
+
+
+def summary_of(path: str | Path) -> dict[str, Any]:
+    return json.loads((Path(path) / "train_summary.json").read_text())

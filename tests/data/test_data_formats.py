@@ -1,0 +1,110 @@
+"""Local formats (infembed.data.formats): instruction benchmark dirs, BEIR dirs, TREC qrels and runs, InF-IR rows.
+
+Invariant: every reader gives back exactly what a writer wrote (save_benchmark / load_instruction_benchmark,
+write_trec_run / read_trec_run, write_triplets / read_triplets), and the shared dev data reads with its
+documented counts (Cranfield: 1,400 docs, 40 queries, 274 og and 141 changed judgments; InF-IR sample: 471 rows).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from infembed.data import formats, hub
+from infembed.data.hub import Rows
+
+FIXTURES = Path(__file__).parent / "fixtures"
+DATA_DIR = Path(os.environ.get("INFEMBED_DATA_DIR", Path(__file__).resolve().parents[3] / "shared" / "data"))
+
+
+def shared(*parts: str) -> Path:
+    path = DATA_DIR.joinpath(*parts)
+    if not path.exists():
+        pytest.skip(f"shared data not found at {path} (set INFEMBED_DATA_DIR)")
+    return path
+
+
+def test_instruction_benchmark_dir_fixture():
+    bench = formats.load_benchmark(FIXTURES / "instruction_bench")
+    assert bench.name == "instruction_bench" and bench.main_score == "map_at_1000"
+    assert bench.qrels_og == {"q1": {"d1": 1, "d2": 1}, "q2": {"d3": 2}}
+    assert bench.qrels_changed == {"q1": {"d1": 1}, "q2": {"d3": 2}}
+    assert bench.queries["q2"].instruction_changed == "Documents on transient conduction in layered slabs."
+    assert bench.top_ranked == {"q1": ["d1", "d2", "d3"], "q2": ["d3", "d2"]}
+    assert bench.corpus["d1"].full_text() == "Wing flutter Flutter of swept wings at transonic speeds."
+    assert bench.has_changed
+
+
+def test_cranfield_dev_benchmark_counts():
+    bench = formats.load_benchmark(shared("followir-cranfield"))
+    summary = bench.summary()
+    assert (summary["documents"], summary["queries"]) == (1400, 40)
+    assert (summary["qrels_og"], summary["qrels_changed"]) == (274, 141)
+    assert bench.has_changed and bench.top_ranked is None
+    assert all(q.instruction_og and q.instruction_changed for q in bench.queries.values())
+
+
+def test_save_and_load_round_trip(tmp_path):
+    bench = formats.load_instruction_benchmark(FIXTURES / "instruction_bench")
+    bench.excluded = {"q1": ["d3"]}
+    bench.main_score = "ndcg_at_5"
+    formats.save_benchmark(bench, tmp_path / "copy")
+    again = formats.load_instruction_benchmark(tmp_path / "copy")
+    for field in ("corpus", "queries", "qrels_og", "qrels_changed", "top_ranked", "excluded", "main_score"):
+        assert getattr(again, field) == getattr(bench, field), field
+
+
+def test_hub_benchmark_saved_as_a_local_dir(tmp_path):
+    """A hub benchmark written once with save_benchmark reads back offline, BRIGHT's exclusions included."""
+    bench = hub.bright_from_rows(
+        Rows.from_jsonl(FIXTURES / "bright/documents.jsonl"),
+        Rows.from_jsonl(FIXTURES / "bright/examples.jsonl"),
+        domain="biology",
+    )
+    formats.save_benchmark(bench, tmp_path / "bright-biology")
+    again = formats.load_benchmark(tmp_path / "bright-biology")
+    assert again.excluded == bench.excluded and again.qrels_og == bench.qrels_og
+    assert again.main_score == "ndcg_at_10" and again.qrels_changed is None and not again.has_changed
+
+
+def test_beir_dir_keeps_the_split_queries():
+    bench = formats.load_benchmark(FIXTURES / "beir")
+    assert set(bench.queries) == {"t1", "t2"}  # train-9 has no test judgments (BEIR filters it too)
+    assert bench.queries["t2"].instruction_og == "Answer with a river name."
+    assert bench.qrels_og == {"t1": {"p1": 1}, "t2": {"p2": 1}} and bench.main_score == "ndcg_at_10"
+
+
+def test_beir_dir_real_seed_set():
+    seed = formats.load_beir(shared("raw", "msmarco-instructir-seed"))
+    assert len(seed.queries) == 1743 and all(len(docs) >= 1 for docs in seed.qrels_og.values())
+
+
+def test_trec_qrels_and_run_round_trip(tmp_path):
+    assert formats.read_trec_qrels(FIXTURES / "trec/qrels.txt") == {
+        "1": {"doc-a": 1, "doc-b": 0},
+        "2": {"doc-c": 2},
+    }
+    run = formats.read_trec_run(FIXTURES / "trec/run.txt")
+    assert run == {"1": {"doc-a": 2.5, "doc-b": 1.25}, "2": {"doc-c": 0.75}}
+    scores = {"q1": {"a": 0.123456789012, "b": 1 / 3, "c": 1 / 3, "d": -2.5e-9}, "q2": {"x": 7.0}}
+    formats.write_trec_run(tmp_path / "run.txt", scores, tag="dense")
+    assert formats.read_trec_run(tmp_path / "run.txt") == scores  # scores survive exactly
+    lines = (tmp_path / "run.txt").read_text().splitlines()
+    assert lines[0].split() == ["q1", "Q0", "b", "1", repr(1 / 3), "dense"]  # ties keep insertion order
+    assert [line.split()[3] for line in lines[:4]] == ["1", "2", "3", "4"]
+
+
+def test_inf_ir_rows_local(tmp_path):
+    rows = formats.read_triplets(FIXTURES / "inf_ir_rows.jsonl")
+    assert rows[1].document_positive.startswith("Adult house cats")  # `document` alias
+    assert rows[0].to_dict()["id"] == "r1"
+    formats.write_triplets(tmp_path / "rows.jsonl", rows)
+    assert formats.read_triplets(tmp_path / "rows.jsonl") == rows
+    assert formats.read_triplets(FIXTURES / "inf_ir_rows.jsonl", limit=0) == []
+
+
+def test_inf_ir_real_sample_dir():
+    sample = formats.read_triplets(shared("inf-ir-msmarco-sample"))
+    assert len(sample) == 471 and sample[0].query_id is not None
