@@ -36,7 +36,7 @@ class TrainConfig:
     positive_count: str = "once"
     temperature: float = 0.05
     learn_temperature: bool = False
-    extra_instruction_negatives: int = field(default=1, metadata={"help": "Other in-batch instructions joined with each anchor's query."})
+    extra_instruction_negatives: int = field(default=0, metadata={"help": "Other in-batch instructions joined with each anchor's query."})
     # optimisation
     epochs: float = 2.0
     batch_size: int = field(default=16, metadata={"help": "InF-IR rows per device per step (3 pairs each)."})

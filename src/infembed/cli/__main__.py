@@ -1,0 +1,3 @@
+from infembed.cli import main
+
+main()
