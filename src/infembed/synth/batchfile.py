@@ -1,0 +1,115 @@
+"""OpenAI Batch API files: export the requests a run still needs, import the answers into the cache.
+
+The Batch API answers within 24 hours at half the price. A batch run goes stage by stage, because a stage's
+prompts contain the previous stage's answers:
+
+1. ``infembed synth export-batch SEED --output RUN --batch-file requests.jsonl`` runs the pipeline with a
+   :class:`BatchCollector` instead of an endpoint: every answer found in the cache is used, every request
+   not in the cache is written to ``requests.jsonl`` (one line ``{custom_id, method, url, body}``, the
+   ``custom_id`` being the request's cache key) and its row waits.
+2. Upload the file and start the batch (``openai`` CLI or SDK: ``files.create(purpose="batch")`` then
+   ``batches.create(endpoint="/v1/chat/completions", completion_window="24h")``), download the output file.
+3. ``infembed synth import-batch output.jsonl --cache RUN/cache.sqlite`` stores every answer in the cache.
+4. Repeat from 1 until the export finds no request left: the run is then complete and ``train.jsonl`` holds
+   the rows. Four rounds (instruction, poison, negatives, judge) plus one per answer retry.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from infembed.data.errors import DataError
+from infembed.data.jsonl import iter_jsonl, write_jsonl
+from infembed.synth.llm import ChatRequest, ChatResponse, Deferred, ResponseCache
+
+#: the Batch API's limit of requests per input file
+MAX_REQUESTS_PER_FILE = 50_000
+_KEY = re.compile(r"^[0-9a-f]{64}$")
+
+
+class BatchCollector:
+    """A backend that sends nothing: it records each request that missed the cache and raises
+    :class:`~infembed.synth.llm.Deferred`, so its row waits for the next round."""
+
+    def __init__(self) -> None:
+        self.requests: dict[str, ChatRequest] = {}
+
+    async def complete(self, request: ChatRequest) -> ChatResponse:
+        self.requests[request.key()] = request
+        raise Deferred("waiting for a batch answer")
+
+    async def aclose(self) -> None:
+        return None
+
+
+def batch_line(request: ChatRequest) -> dict[str, Any]:
+    return {
+        "custom_id": request.key(),
+        "method": "POST",
+        "url": "/v1/chat/completions",
+        "body": request.body(),
+    }
+
+
+def write_batch_files(
+    path: str | Path, requests: Iterable[ChatRequest], max_per_file: int = MAX_REQUESTS_PER_FILE
+) -> list[Path]:
+    """Write Batch API input file(s): ``path`` itself, or ``NAME-001.jsonl``, ``NAME-002.jsonl`` ... when
+    there are more than ``max_per_file`` requests. Returns the files written (none for no request)."""
+    path = Path(path)
+    lines = [batch_line(r) for r in requests]
+    if not lines:
+        return []
+    if len(lines) <= max_per_file:
+        write_jsonl(path, lines)
+        return [path]
+    out = []
+    for part, start in enumerate(range(0, len(lines), max_per_file), start=1):
+        part_path = path.with_name(f"{path.stem}-{part:03d}{path.suffix or '.jsonl'}")
+        write_jsonl(part_path, lines[start : start + max_per_file])
+        out.append(part_path)
+    return out
+
+
+@dataclass
+class ImportReport:
+    imported: int = 0
+    already_cached: int = 0
+    errors: list[dict[str, Any]] = field(default_factory=list)  # {custom_id, status, message}
+
+
+def import_batch_results(paths: Iterable[str | Path], cache: ResponseCache) -> ImportReport:
+    """Store the answers of Batch API output (or error) files in ``cache``. Lines that carry an error are
+    reported, not stored, so the next export asks for them again."""
+    report = ImportReport()
+    for path in paths:
+        for line, obj in iter_jsonl(path):
+            custom_id = obj.get("custom_id")
+            if not isinstance(custom_id, str) or not _KEY.match(custom_id):
+                raise DataError(
+                    "custom_id is not a request key written by export-batch", path, line, "custom_id"
+                )
+            response = obj.get("response") or {}
+            status = response.get("status_code")
+            body = response.get("body")
+            error = obj.get("error")
+            if error or status != 200 or not isinstance(body, dict):
+                message = ""
+                if isinstance(error, dict):
+                    message = str(error.get("message") or error)
+                elif isinstance(body, dict) and isinstance(body.get("error"), dict):
+                    message = str(body["error"].get("message") or body["error"])
+                report.errors.append({"custom_id": custom_id, "status": status, "message": message[:300]})
+                continue
+            if not isinstance(body.get("choices"), list):
+                raise DataError("response body has no 'choices' list", path, line, "response.body")
+            if custom_id in cache:
+                report.already_cached += 1
+                continue
+            cache.put(custom_id, ChatResponse.from_completion(body), str(body.get("model") or ""))
+            report.imported += 1
+    return report

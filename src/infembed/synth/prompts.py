@@ -1,0 +1,195 @@
+"""Prompts of the five LLM tasks of the InF-IR recipe (paper section 4.1, appendices B and H).
+
+Each builder returns chat messages. The first line of every system message names the task (see
+:data:`TASK_HEADERS`), which :func:`task_of` reads back; the answer is asked for on one line after a label
+(``Instruction:``, ``Query:``, ``Passage:``, ``Answer:``) that :mod:`infembed.synth.filters` strips.
+
+The poisoning prompts follow the paper's structure in our own words: find the passage's central points,
+aim at content that contradicts or departs from them, stay on the same subject (other time, place, entity,
+outcome, direction of cause, viewpoint or level of detail), and make the difference plain to a human.
+
+Domains (paper B.2): ``web`` (MS MARCO-like, the default), ``code`` (problem -> solution; the programming
+language stays the same in every instruction, so a model cannot tell positives from negatives by language
+alone; instructions name the language and the technical approach) and ``math`` (problem -> worked solution;
+instructions name the mathematical method).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+DOMAINS = ("web", "code", "math")
+
+TASK_HEADERS: dict[str, str] = {
+    "instruction": "Task: write a retrieval instruction.",
+    "poison_instruction": "Task: write a contrasting retrieval instruction.",
+    "poison_query": "Task: write a contrasting search query.",
+    "negative_passage": "Task: write a passage for a search request.",
+    "judge": "Task: pick the most relevant passage.",
+}
+
+Messages = list[dict[str, str]]
+
+
+def task_of(messages: Sequence[dict[str, str]]) -> str | None:
+    """The task of a prompt built here, from the first line of its system message."""
+    for message in messages:
+        if message.get("role") == "system":
+            first = (message.get("content") or "").split("\n", 1)[0].strip()
+            for task, header in TASK_HEADERS.items():
+                if first == header:
+                    return task
+    return None
+
+
+def _domain_note(domain: str, language: str | None, task: str) -> str:
+    if domain == "code":
+        lang = language or "the programming language of the solution"
+        if task == "instruction":
+            return (
+                f"The passage is a solution written in {lang}. The instruction must name {lang} and the "
+                "technical approach the solution takes (algorithm, data structure, library, complexity)."
+            )
+        if task in ("poison_instruction", "poison_query"):
+            return (
+                f"Keep {lang} as the programming language: do NOT switch language. Change the technical "
+                "approach, constraint or goal instead."
+            )
+        if task == "negative_passage":
+            return f"Write the passage as a solution in {lang}, in the same style as the reference solution."
+    if domain == "math":
+        if task == "instruction":
+            return "The passage is a worked solution. The instruction must name the mathematical method or strategy it uses."
+        if task in ("poison_instruction", "poison_query"):
+            return "Change the mathematical method, the quantity asked for or the given conditions."
+        if task == "negative_passage":
+            return "Write the passage as a worked solution in the same style as the reference."
+    return ""
+
+
+def _system(task: str, body: str, domain: str, language: str | None) -> dict[str, str]:
+    note = _domain_note(domain, language, task)
+    text = TASK_HEADERS[task] + "\n" + body
+    if note:
+        text += "\n" + note
+    return {"role": "system", "content": text}
+
+
+def _check_domain(domain: str) -> None:
+    if domain not in DOMAINS:
+        raise ValueError(f"unknown domain '{domain}'; choose one of {', '.join(DOMAINS)}")
+
+
+def instruction_prompt(
+    query: str, passage: str, domain: str = "web", language: str | None = None
+) -> Messages:
+    """Stage 1: a positive instruction I+ for (Q+, P+)."""
+    _check_domain(domain)
+    body = (
+        "You help build training data for search engines that follow user instructions. A user typed a "
+        "short query and also gave an instruction: one or two sentences saying what kind of answer they "
+        "want (an aspect to focus on, a level of detail, a point of view, a kind of source, a format). "
+        "Given the query and the passage that the user found relevant, write the instruction this user "
+        "could have given so that this passage, and not other passages on the topic, is what they want.\n"
+        "Rules: do not repeat the query; do not copy sentences from the passage; do not reveal the answer; "
+        "write it as a request from the user; one line only."
+    )
+    user = (
+        f"Query: {query}\n\nRelevant passage: {passage}\n\n"
+        "Reply with one line in the form\nInstruction: <the instruction>"
+    )
+    return [_system("instruction", body, domain, language), {"role": "user", "content": user}]
+
+
+_POISON_STEPS = (
+    "How to do it:\n"
+    "1. Find the passage's two or three central points (facts, claims, figures, aspects).\n"
+    "2. Aim the new {thing} at information that contradicts these points or moves clearly away from them.\n"
+    "3. Stay on the same subject and close in wording, but change what matters: the time, place, entity or "
+    "outcome; the direction of a cause and effect; the viewpoint (advantages vs. drawbacks, for vs. "
+    "against); or the level of detail.\n"
+    "4. A person comparing the passage with an ideal answer to the new request should see at once that "
+    "they differ in at least three concrete points.\n"
+)
+
+
+def poison_instruction_prompt(
+    query: str, instruction: str, passage: str, domain: str = "web", language: str | None = None
+) -> Messages:
+    """Stage 2a: the poisoned instruction I-, read together with the ORIGINAL query Q+."""
+    _check_domain(domain)
+    body = (
+        "You create hard negative examples for training search engines that follow instructions. You see a "
+        "query, the instruction the user gave with it, and the passage that satisfies both. Write a NEW "
+        "instruction that, paired with the SAME query, asks for clearly different passages: the given "
+        "passage must no longer be a good answer.\n" + _POISON_STEPS.format(thing="instruction")
+    )
+    user = (
+        f"Query: {query}\nInstruction: {instruction}\nPassage: {passage}\n\n"
+        "Reply with one line, concise but specific, in the form\nInstruction: <the new instruction>"
+    )
+    return [_system("poison_instruction", body, domain, language), {"role": "user", "content": user}]
+
+
+def poison_query_prompt(
+    query: str, instruction: str, passage: str, domain: str = "web", language: str | None = None
+) -> Messages:
+    """Stage 2b: the poisoned query Q-, read together with the ORIGINAL instruction I+."""
+    _check_domain(domain)
+    body = (
+        "You create hard negative examples for training search engines that follow instructions. You see a "
+        "query, the instruction the user gave with it, and the passage that satisfies both. Write a NEW "
+        "search query that, paired with the SAME instruction, asks for clearly different passages: the "
+        "given passage must no longer be a good answer. Make it look like a real search query: short, no "
+        "full stop.\n" + _POISON_STEPS.format(thing="query")
+    )
+    user = (
+        f"Query: {query}\nInstruction: {instruction}\nPassage: {passage}\n\n"
+        "Reply with one line in the form\nQuery: <the new query>"
+    )
+    return [_system("poison_query", body, domain, language), {"role": "user", "content": user}]
+
+
+def negative_passage_prompt(
+    query: str,
+    instruction: str,
+    reference_passage: str,
+    domain: str = "web",
+    language: str | None = None,
+) -> Messages:
+    """Stage 3: a passage that answers (instruction, query) well; used for P1- = f(I-, Q+) and
+    P2- = f(I+, Q-). The original passage is shown as a model of length and style and as what NOT to say."""
+    _check_domain(domain)
+    body = (
+        "You write passages for a search training set. Given a search query and the user's instruction, "
+        "write one passage that a search engine should return for them: it answers the query and does "
+        "exactly what the instruction asks. A reference passage on a related request is shown: match its "
+        "length, register and style, stay on its subject, but do not answer what the reference answers "
+        "where that differs from the request. Write plain text, as found on a web page; no title, no "
+        "notes about the task."
+    )
+    user = (
+        f"Query: {query}\nInstruction: {instruction}\n\nReference passage: {reference_passage}\n\n"
+        "Reply in the form\nPassage: <the passage>"
+    )
+    return [_system("negative_passage", body, domain, language), {"role": "user", "content": user}]
+
+
+def judge_prompt(query: str, instruction: str, passages: Sequence[str], domain: str = "web") -> Messages:
+    """Stage 4: show the instruction, the query and numbered candidates; ask for the best one's number."""
+    _check_domain(domain)
+    body = (
+        "You judge search results. A user gave a query and an instruction describing what they need. "
+        "Several candidate passages follow. Pick the ONE passage that best satisfies the query AND follows "
+        "the instruction; a passage that matches the topic but not the instruction is not the best. "
+        "Reply with the passage's number only."
+    )
+    listing = "\n\n".join(f"[{i}] {text}" for i, text in enumerate(passages, start=1))
+    user = (
+        f"Instruction: {instruction}\nQuery: {query}\n\nPassages:\n\n{listing}\n\n"
+        f"Which passage (1-{len(passages)}) is the most relevant? Reply in the form\nAnswer: <number>"
+    )
+    return [
+        {"role": "system", "content": TASK_HEADERS["judge"] + "\n" + body},
+        {"role": "user", "content": user},
+    ]

@@ -1,0 +1,285 @@
+"""The five stages of the InF-IR recipe for ONE row (paper section 4.1); :mod:`infembed.synth.pipeline` runs
+them over many rows, resumably.
+
+1. ``instruction``: I+ for (Q+, P+).
+2. ``poison``: I- (read with Q+) and Q- (read with I+), two requests.
+3. ``negatives``: P1- answering (I-, Q+) and P2- answering (I+, Q-), two requests.
+4. ``rules``: the row-level rule filters (:func:`infembed.synth.filters.check_row`); no request. They run
+   before the judge so that the judge is not paid for rows the rules drop.
+5. ``judge``: for each of (I+, Q+) -> P+, (I-, Q+) -> P1- and (I+, Q-) -> P2-, the judge sees the instruction,
+   the query and the candidates {P+, P1-, P2-} plus ``k`` random distractors from the corpus, shuffled, and
+   names the most relevant; the row is kept only when all three answers are the intended passage.
+
+Every generated field goes through :func:`infembed.synth.filters.clean_answer`; an unusable answer (empty,
+refused, too short or long, cut off) is asked again with another seed, up to ``answer_attempts`` times,
+then the row is rejected with the reason (:class:`Reject`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import random
+from dataclasses import dataclass, field
+from typing import Any
+
+from infembed.synth import prompts
+from infembed.synth.filters import DEFAULT_BOUNDS, check_row, clean_answer, parse_choice
+from infembed.synth.inputs import SeedPair
+from infembed.synth.llm import ChatRequest, LLMClient, RequestRejected, Sampling, is_reasoning_model
+
+STAGES: tuple[str, ...] = ("instruction", "poison", "negatives", "rules", "judge")
+#: the three judge scenarios: name, instruction field, query field, intended passage label
+SCENARIOS: tuple[tuple[str, str, str, str], ...] = (
+    ("pos", "instruction_positive", "query_positive", "P+"),
+    ("inst_neg", "instruction_negative", "query_positive", "P1-"),
+    ("query_neg", "instruction_positive", "query_negative", "P2-"),
+)
+SCENARIO_TEXT = {"pos": "(I+, Q+)", "inst_neg": "(I-, Q+)", "query_neg": "(I+, Q-)"}
+
+
+class Reject(Exception):
+    """The row is dropped at this stage, for ``reason``."""
+
+    def __init__(
+        self, reason: str, detail: dict[str, Any] | None = None, usage: dict[str, int] | None = None
+    ):
+        super().__init__(reason)
+        self.reason = reason
+        self.detail = detail or {}
+        self.usage = usage or {}
+
+
+@dataclass
+class StageSettings:
+    """What the stages need besides the row; see :class:`infembed.synth.pipeline.SynthConfig`."""
+
+    model: str = "gpt-4o-mini"
+    judge_model: str = "gpt-4o-mini"
+    sampling: Sampling = field(default_factory=lambda: Sampling(temperature=0.0, max_tokens=512))
+    judge_sampling: Sampling = field(default_factory=lambda: Sampling(temperature=0.0, max_tokens=32))
+    domain: str = "web"
+    language: str | None = None
+    distractors: int = 4
+    answer_attempts: int = 3
+    max_passage_chars: int = 2000
+    seed: int = 0
+    bounds: dict[str, tuple[int, int, int]] = field(default_factory=lambda: dict(DEFAULT_BOUNDS))
+
+
+def new_usage() -> dict[str, int]:
+    return {"requests": 0, "prompt_tokens": 0, "completion_tokens": 0}
+
+
+def _add_usage(total: dict[str, int], other: dict[str, int]) -> dict[str, int]:
+    for key, value in other.items():
+        total[key] = total.get(key, 0) + value
+    return total
+
+
+def shorten(text: str, max_chars: int) -> str:
+    """Cut ``text`` at a word boundary to at most ``max_chars`` characters (prompts stay bounded)."""
+    if len(text) <= max_chars:
+        return text
+    cut = text[:max_chars]
+    space = cut.rfind(" ")
+    return (cut[:space] if space > max_chars // 2 else cut).rstrip() + " ..."
+
+
+def _rng(*parts: object) -> random.Random:
+    digest = hashlib.sha256(":".join(str(p) for p in parts).encode()).digest()
+    return random.Random(int.from_bytes(digest[:8], "big"))
+
+
+async def _gather(*coroutines: Any) -> list[Any]:
+    """Run concurrently and let all finish (so a batch export records every request), then raise the first
+    error, preferring errors that concern the endpoint over row rejections."""
+    results = await asyncio.gather(*coroutines, return_exceptions=True)
+    errors = [r for r in results if isinstance(r, BaseException)]
+    if errors:
+        errors.sort(key=lambda e: isinstance(e, Reject))
+        raise errors[0]
+    return list(results)
+
+
+class RowStages:
+    """The stage functions, bound to a client, settings and the distractor pool."""
+
+    def __init__(self, client: LLMClient, settings: StageSettings, distractors: list[str]) -> None:
+        self.client = client
+        self.settings = settings
+        self.distractors = distractors
+
+    # ------------------------------------------------------------------------------------------ helpers
+    def _language(self, pair: SeedPair) -> str | None:
+        return pair.language or self.settings.language
+
+    def _passage(self, text: str) -> str:
+        return shorten(text, self.settings.max_passage_chars)
+
+    async def _generate(
+        self, stage: str, what: str, kind: str, messages: list[dict[str, str]]
+    ) -> tuple[str, dict]:
+        """Ask until the answer is usable; returns (clean text, usage)."""
+        s = self.settings
+        usage = new_usage()
+        reasons: list[str] = []
+        for attempt in range(s.answer_attempts):
+            request = ChatRequest.build(s.model, messages, s.sampling, attempt, stage)
+            try:
+                response = await self.client.complete(request)
+            except RequestRejected as error:
+                raise Reject(f"{what}: the endpoint refused the request ({error})", usage=usage) from None
+            _add_usage(
+                usage,
+                {
+                    "requests": 1,
+                    "prompt_tokens": response.prompt_tokens,
+                    "completion_tokens": response.completion_tokens,
+                },
+            )
+            if response.finish_reason == "content_filter":
+                reasons.append("refused (content filter)")
+                continue
+            cleaned = clean_answer(response.text, kind, domain=s.domain, bounds=s.bounds)
+            if cleaned.ok and response.finish_reason == "length":
+                one_line = kind != "passage" and "\n" in response.text.strip()
+                if not one_line:
+                    reasons.append("answer cut off by the token limit")
+                    continue
+            if cleaned.ok:
+                assert cleaned.text is not None
+                return cleaned.text, usage
+            reasons.append(str(cleaned.reason))
+        tries = "try" if s.answer_attempts == 1 else "tries"
+        raise Reject(f"{what}: {reasons[-1]} ({s.answer_attempts} {tries})", {"answers": reasons}, usage)
+
+    # ------------------------------------------------------------------------------------------- stages
+    async def instruction(self, pair: SeedPair) -> dict[str, Any]:
+        s = self.settings
+        messages = prompts.instruction_prompt(
+            pair.query, self._passage(pair.passage), s.domain, self._language(pair)
+        )
+        text, usage = await self._generate("instruction", "instruction", "instruction", messages)
+        return {"id": pair.id, "instruction_positive": text, "usage": usage}
+
+    async def poison(self, pair: SeedPair, instruction: str) -> dict[str, Any]:
+        s = self.settings
+        passage, lang = self._passage(pair.passage), self._language(pair)
+        inst_msgs = prompts.poison_instruction_prompt(pair.query, instruction, passage, s.domain, lang)
+        query_msgs = prompts.poison_query_prompt(pair.query, instruction, passage, s.domain, lang)
+        (inst, u1), (query, u2) = await _gather(
+            self._generate("poison", "poisoned instruction", "instruction", inst_msgs),
+            self._generate("poison", "poisoned query", "query", query_msgs),
+        )
+        return {
+            "id": pair.id,
+            "instruction_negative": inst,
+            "query_negative": query,
+            "usage": _add_usage(u1, u2),
+        }
+
+    async def negatives(
+        self, pair: SeedPair, instruction: str, instruction_negative: str, query_negative: str
+    ) -> dict[str, Any]:
+        s = self.settings
+        passage, lang = self._passage(pair.passage), self._language(pair)
+        msgs_1 = prompts.negative_passage_prompt(pair.query, instruction_negative, passage, s.domain, lang)
+        msgs_2 = prompts.negative_passage_prompt(query_negative, instruction, passage, s.domain, lang)
+        (p1, u1), (p2, u2) = await _gather(
+            self._generate("negatives", "negative passage 1", "passage", msgs_1),
+            self._generate("negatives", "negative passage 2", "passage", msgs_2),
+        )
+        return {
+            "id": pair.id,
+            "hard_negative_document_1": p1,
+            "hard_negative_document_2": p2,
+            "usage": _add_usage(u1, u2),
+        }
+
+    def rules(self, pair: SeedPair, row: dict[str, str]) -> None:
+        reason = check_row(row, domain=self.settings.domain, language=self._language(pair))
+        if reason:
+            raise Reject(reason)
+
+    def candidates(self, pair: SeedPair, row: dict[str, str], scenario: str) -> list[tuple[str, str]]:
+        """The shuffled (label, text) candidates shown to the judge for one scenario; deterministic in
+        (seed, row id, scenario), distractors in (seed, row id), never one of the row's own passages."""
+        s = self.settings
+        own = [
+            ("P+", row["document_positive"]),
+            ("P1-", row["hard_negative_document_1"]),
+            ("P2-", row["hard_negative_document_2"]),
+        ]
+        taken = {" ".join(text.split()) for _, text in own}
+        chosen: list[tuple[str, str]] = []
+        if self.distractors and s.distractors:
+            rng = _rng(s.seed, pair.id, "distractors")
+            tries = 0
+            while len(chosen) < s.distractors and tries < 20 * s.distractors:
+                tries += 1
+                text = self.distractors[rng.randrange(len(self.distractors))]
+                key = " ".join(text.split())
+                if key and key not in taken:
+                    taken.add(key)
+                    chosen.append((f"D{len(chosen) + 1}", text))
+        candidates = own + chosen
+        _rng(s.seed, pair.id, scenario).shuffle(candidates)
+        return candidates
+
+    async def _judge_one(self, pair: SeedPair, row: dict[str, str], scenario: tuple[str, str, str, str]):
+        s = self.settings
+        name, inst_field, query_field, _ = scenario
+        candidates = self.candidates(pair, row, name)
+        messages = prompts.judge_prompt(
+            row[query_field], row[inst_field], [self._passage(text) for _, text in candidates], s.domain
+        )
+        usage = new_usage()
+        answers: list[str] = []
+        for attempt in range(s.answer_attempts):
+            request = ChatRequest.build(s.judge_model, messages, s.judge_sampling, attempt, "judge")
+            try:
+                response = await self.client.complete(request)
+            except RequestRejected as error:
+                raise Reject(
+                    f"judge {SCENARIO_TEXT[name]}: the endpoint refused the request ({error})"
+                ) from None
+            _add_usage(
+                usage,
+                {
+                    "requests": 1,
+                    "prompt_tokens": response.prompt_tokens,
+                    "completion_tokens": response.completion_tokens,
+                },
+            )
+            index = parse_choice(response.text, len(candidates))
+            if index is not None:
+                return name, candidates[index][0], usage
+            answers.append(response.text[:80])
+        raise Reject(
+            f"judge {SCENARIO_TEXT[name]}: no passage number in the answer ({s.answer_attempts} tries)",
+            {"answers": answers},
+            usage,
+        )
+
+    async def judge(self, pair: SeedPair, row: dict[str, str]) -> dict[str, Any]:
+        results = await _gather(*(self._judge_one(pair, row, scenario) for scenario in SCENARIOS))
+        choices = {name: label for name, label, _ in results}
+        usage = new_usage()
+        for _, _, u in results:
+            _add_usage(usage, u)
+        wrong = [
+            f"chose {choices[name]} for {SCENARIO_TEXT[name]}"
+            for name, _, _, intended in SCENARIOS
+            if choices[name] != intended
+        ]
+        if wrong:
+            raise Reject("judge " + "; ".join(wrong), {"judge": choices}, usage)
+        return {"id": pair.id, "judge": choices, "usage": usage}
+
+
+def default_judge_sampling(judge_model: str, max_tokens: int | None = None) -> Sampling:
+    """Greedy and short for chat models; reasoning models need room for their hidden reasoning."""
+    if is_reasoning_model(judge_model):
+        return Sampling(temperature=None, max_tokens=max_tokens or 4096, reasoning_effort="medium")
+    return Sampling(temperature=0.0, max_tokens=max_tokens or 32)
