@@ -37,7 +37,7 @@ def friendly_errors(func: Callable[..., Any]) -> Callable[..., Any]:
                 message = f"unknown key {message}"
             from rich.markup import escape
 
-            console.print(f"[bold red]error:[/] {escape(message)}", highlight=False)
+            console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
             raise typer.Exit(code=2) from None
 
     return wrapper

@@ -33,7 +33,7 @@ def iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
             if not line.strip():
                 continue
             try:
-                obj = json.loads(line)
+                obj = json.loads(line.rstrip("\r\n"))
             except json.JSONDecodeError as error:
                 raise DataError(f"not valid JSON ({error.msg} at column {error.colno})", path, number) from None
             if not isinstance(obj, dict):

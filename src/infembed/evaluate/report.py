@@ -11,22 +11,77 @@ from infembed.data.errors import DataError
 
 
 def load_results(paths: Sequence[str | Path]) -> list[dict[str, Any]]:
+    """Runs from results.json files (each one run or a list of runs); a directory stands for its ``*.json``."""
     results = []
-    for path in paths:
-        path = Path(path)
+    files: list[Path] = []
+    for path in map(Path, paths):
+        if path.is_dir():
+            found = sorted(path.glob("*.json"))
+            if not found:
+                raise DataError("no *.json file in this directory", path)
+            files.extend(found)
+        else:
+            files.append(path)
+    for path in files:
         try:
-            data = json.loads(path.read_text())
+            data = json.loads(path.read_text(encoding="utf-8"))
         except FileNotFoundError:
             raise DataError("file not found", path) from None
+        except UnicodeDecodeError:
+            hint = "give the results.json written by `infembed eval`"
+            raise DataError("not a UTF-8 text file", path, hint=hint) from None
         except json.JSONDecodeError as error:
             raise DataError(f"not valid JSON ({error.msg})", path, error.lineno) from None
         items = data if isinstance(data, list) else [data]
-        for item in items:
+        for index, item in enumerate(items):
+            where = f"[{index}]" if isinstance(data, list) else None
+            if not isinstance(item, dict):
+                raise DataError(
+                    f"expected a JSON object (an `infembed eval` results.json), got {type(item).__name__}",
+                    path,
+                    field=where,
+                )
             for key in ("benchmark", "model", "score"):
                 if key not in item:
-                    raise DataError("missing (is this an `infembed eval` results.json?)", path, field=key)
+                    raise DataError(
+                        "missing (is this an `infembed eval` results.json?)", path, field=_field(where, key)
+                    )
+            _check_numbers(item, path, where)
             results.append(item)
     return results
+
+
+def _is_number(value: Any) -> bool:
+    return value is None or (isinstance(value, (int, float)) and not isinstance(value, bool))
+
+
+def _field(where: str | None, key: str) -> str:
+    return f"{where}.{key}" if where else key
+
+
+def _check_numbers(item: dict[str, Any], path: Path, where: str | None) -> None:
+    """The values the table and plot read must be numbers (or null), so a hand-edited file fails clearly."""
+    for key in ("score", "p-MRR", "seconds"):
+        if not _is_number(item.get(key)):
+            raise DataError(
+                f"expected a number, got {type(item[key]).__name__}", path, field=_field(where, key)
+            )
+    for group in ("og", "changed"):
+        values = item.get(group)
+        if values is None:
+            continue
+        if not isinstance(values, dict):
+            raise DataError("expected an object of metric values", path, field=_field(where, group))
+        for name, value in values.items():
+            if not _is_number(value):
+                field = _field(where, f"{group}.{name}")
+                raise DataError(f"expected a number, got {type(value).__name__}", path, field=field)
+    per_query = item.get("per_query")
+    if per_query is not None and not (
+        isinstance(per_query, dict)
+        and all(isinstance(v, dict) and _is_number(v.get("p-MRR")) for v in per_query.values())
+    ):
+        raise DataError('expected {query id: {"p-MRR": number, ...}}', path, field=_field(where, "per_query"))
 
 
 def _fmt(value: float | None) -> str:
@@ -47,7 +102,7 @@ def results_table(results: Sequence[dict[str, Any]], title: str = "infembed eval
         table.add_row(
             str(r["benchmark"]), _short(str(r["model"])), _fmt(r.get("p-MRR")), _fmt(r.get("score")),
             str(r.get("main_score", "")), _fmt(og.get("ndcg_at_5")), _fmt(og.get("ndcg_at_10")),
-            str(r.get("n_queries", "")), f"{r.get('seconds', 0):.1f}",
+            str(r.get("n_queries", "")), f"{r.get('seconds') or 0:.1f}",
         )
     return table
 

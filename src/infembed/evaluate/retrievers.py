@@ -18,7 +18,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 from infembed.data.records import Document
-from infembed.model.interaction import DEFAULT_TEMPLATE, join, resolve_template
+from infembed.templates import DEFAULT_TEMPLATE, join, resolve_template
 
 Run = dict[str, dict[str, float]]
 
@@ -53,10 +53,20 @@ def top_k_run(
             idx = np.fromiter((doc_index[d] for d in cand), dtype=np.int64, count=len(cand))
             run[qid] = {doc_ids[i]: float(scores[row, i]) for i in idx}
             continue
-        k = min(top_k, scores.shape[1])
-        part = np.argpartition(-scores[row], k - 1)[:k] if k < scores.shape[1] else np.arange(scores.shape[1])
-        run[qid] = {doc_ids[i]: float(scores[row, i]) for i in part}
+        run[qid] = {doc_ids[i]: float(scores[row, i]) for i in _top_k_indices(scores[row], doc_ids, top_k)}
     return run
+
+
+def _top_k_indices(row: np.ndarray, doc_ids: Sequence[str], k: int) -> np.ndarray:
+    """The first ``k`` documents in the order every metric uses: score descending, ties by doc id descending
+    (pytrec_eval and mteb), so a cut run scores like the full run at any cut-off <= k."""
+    n = row.shape[0]
+    if k >= n:
+        return np.arange(n)
+    kth = np.partition(row, n - k)[n - k]
+    above = np.flatnonzero(row > kth)
+    tied = sorted(np.flatnonzero(row == kth), key=lambda i: doc_ids[i], reverse=True)
+    return np.concatenate([above, np.asarray(tied[: k - len(above)], dtype=np.int64)])
 
 
 def document_text(doc: Document) -> str:

@@ -8,6 +8,7 @@ scored against the og qrels (mteb v1's FollowIR loader swapped the two qrels fil
 
 from __future__ import annotations
 
+import inspect
 import math
 import time
 from typing import Any
@@ -31,9 +32,9 @@ def evaluate(benchmark: Benchmark, retriever: Retriever, *, top_k: int = 1000, m
     candidates = benchmark.top_ranked
     if candidates is not None:
         needed = sorted({d for ids in candidates.values() for d in ids if d in benchmark.corpus})
-        try:
+        if "doc_ids" in inspect.signature(retriever.index).parameters:
             retriever.index(benchmark.corpus, doc_ids=needed)  # dense: encode only the candidates
-        except TypeError:
+        else:
             retriever.index(benchmark.corpus)
     else:
         retriever.index(benchmark.corpus)

@@ -69,6 +69,8 @@ def load_sentence_transformer(
             processor_kwargs=dict(extra),
             config_kwargs=dict(extra),
         )
+        if gguf_file is not None:
+            _forget_gguf_quantizer(transformer.model)
         mode = pooling or "mean"
         st = SentenceTransformer(
             modules=[transformer, Pooling(transformer.get_embedding_dimension(), pooling_mode=_ST_POOLING[mode]), Normalize()],
@@ -77,6 +79,18 @@ def load_sentence_transformer(
     if max_length is not None:
         st.max_seq_length = max_length
     return st
+
+
+def _forget_gguf_quantizer(model: nn.Module) -> None:
+    """A GGUF checkpoint that transformers dequantised on load (every architecture without a packed-GGUF kernel,
+    e.g. Llama/SmolLM2 on CPU) is a plain float model, but it keeps its GGUF quantizer: ``save_pretrained``
+    then refuses to write it ("quantized with gguf and is not serializable") and ``config.json`` would carry a
+    ``quantization_config``. Drop both, so the model trains and saves like any other. Packed (still quantized)
+    weights keep their quantizer."""
+    quantizer = getattr(model, "hf_quantizer", None)
+    if quantizer is None or getattr(quantizer, "packed_modules", None):
+        return
+    quantizer.remove_quantization_config(model)
 
 
 def _pooling_of(st) -> str:
@@ -114,7 +128,18 @@ class Encoder(nn.Module):
 
     @backbone.setter
     def backbone(self, module: nn.Module) -> None:
-        self.st[0].auto_model = module
+        # sentence-transformers >= 6 holds the model in ``.model`` (``auto_model`` is a read-only alias that
+        # nn.Module would shadow with a second, unused submodule); older versions hold it in ``.auto_model``.
+        first = self.st[0]
+        setattr(first, "model" if "model" in first._modules else "auto_model", module)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        # nn.Module.__setattr__ registers a module value as a new submodule and never calls a property's
+        # setter, so ``encoder.backbone = peft_model`` would silently leave the real backbone in place.
+        if name == "backbone":
+            type(self).backbone.fset(self, value)
+            return
+        super().__setattr__(name, value)
 
     @property
     def dim(self) -> int:

@@ -19,32 +19,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-DEFAULT_TEMPLATE = "{query} {instruction}"
-TEMPLATES = {
-    # mteb's FollowIR convention and the reference code's default: query first, one space
-    "query-first": "{query} {instruction}",
-    # the paper's text: "<Instruction> <Query>"
-    "instruction-first": "{instruction} {query}",
-    # e5-mistral / Qwen-embedding style prompt
-    "instruct": "Instruct: {instruction}\nQuery: {query}",
-}
-
-
-def resolve_template(template: str | None) -> str:
-    template = template or DEFAULT_TEMPLATE
-    template = TEMPLATES.get(template, template)
-    if "{query}" not in template or "{instruction}" not in template:
-        raise ValueError(
-            f"template {template!r} must contain {{query}} and {{instruction}} (or be one of {sorted(TEMPLATES)})"
-        )
-    return template.replace("\\n", "\n")
-
-
-def join(template: str, query: str, instruction: str | None) -> str:
-    """The joined text. An empty instruction gives the query alone (no dangling separator)."""
-    if not instruction:
-        return query
-    return template.format(query=query, instruction=instruction).strip()
+from infembed.templates import DEFAULT_TEMPLATE, TEMPLATES, join, resolve_template  # noqa: F401  (re-exported)
 
 
 class CrossAttentionInteraction(nn.Module):

@@ -205,7 +205,9 @@ class InFEmbed(nn.Module):
     def fingerprint(self) -> str:
         """A short id of this model's weights and settings; indexes and caches are keyed by it."""
         digest = hashlib.sha256()
-        settings = {k: v for k, v in asdict(self.config).items() if k not in ("training", "versions", "base_model")}
+        # the template only shapes query texts, so passage embeddings (caches, indexes) do not depend on it
+        skip = ("training", "versions", "base_model", "template")
+        settings = {k: v for k, v in asdict(self.config).items() if k not in skip}
         digest.update(json.dumps(settings, sort_keys=True).encode())
         for module in (self.encoder.backbone, self.passage_encoder.backbone if self.passage_encoder else None, self.interaction):
             if module is None:

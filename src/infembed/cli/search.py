@@ -1,0 +1,236 @@
+"""``infembed index``, ``infembed search`` and ``infembed serve``: thin wrappers over :mod:`infembed.search`."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import typer
+
+from infembed.cli import console, friendly_errors
+
+
+def _device(device: str | None) -> str | None:
+    # Under torchrun each rank takes its own GPU.
+    if device is None and "LOCAL_RANK" in os.environ:
+        import torch
+
+        if torch.cuda.is_available():
+            return f"cuda:{os.environ['LOCAL_RANK']}"
+    return device
+
+
+def index_command(
+    model: str = typer.Option(
+        "default",
+        "--model",
+        "-m",
+        help="Model dir or hub name ('default' = packaged all-MiniLM-L6-v2); ignored for --kind bm25.",
+    ),
+    corpus: Path = typer.Option(
+        ..., "--corpus", "-c", help="corpus.jsonl ({_id, title, text} per line) or a BEIR dir holding one."
+    ),
+    output: Path = typer.Option(
+        ..., "--output", "-o", help="Index directory to write (a rerun with the same inputs resumes)."
+    ),
+    kind: str = typer.Option(
+        "flat",
+        "--kind",
+        help="flat (exact, default) | hnsw | ivf (approximate, large corpora) | bm25 (lexical).",
+    ),
+    batch_size: int = typer.Option(32, "--batch-size", help="Texts per encoder call."),
+    shard_size: int = typer.Option(4096, "--shard-size", help="Documents per resumable shard."),
+    hnsw_m: int = typer.Option(32, "--hnsw-m", help="HNSW: graph neighbours per node."),
+    ef_construction: int = typer.Option(
+        200, "--ef-construction", help="HNSW: candidates explored while building."
+    ),
+    ef_search: int = typer.Option(128, "--ef-search", help="HNSW: default candidates explored per search."),
+    nlist: int = typer.Option(None, "--nlist", help="IVF: number of lists (default 4*sqrt(n))."),
+    nprobe: int = typer.Option(
+        None, "--nprobe", help="IVF: default lists visited per search (default min(nlist, 32))."
+    ),
+    device: str = typer.Option(None, "--device", help="cpu, cuda, cuda:1 ... (default: cuda if available)."),
+) -> None:
+    """Encode a corpus into a searchable index (resumable; run under torchrun to spread encoding over ranks)."""
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    from infembed.search.index import KINDS, Index
+
+    if kind not in KINDS:
+        raise ValueError(f"--kind must be one of {', '.join(KINDS)}, got {kind!r}")
+    rank = int(os.environ.get("RANK", "0"))
+    columns = (
+        TextColumn("encoding"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+    )
+    with Progress(*columns, console=console, disable=rank != 0 or kind == "bm25", transient=False) as bar:
+        task = bar.add_task("encoding", total=None)
+
+        def progress(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total)
+
+        index = Index.build(
+            None if kind == "bm25" else model,
+            corpus,
+            output,
+            kind=kind,
+            shard_size=shard_size,
+            batch_size=batch_size,
+            hnsw_m=hnsw_m,
+            ef_construction=ef_construction,
+            ef_search=ef_search,
+            nlist=nlist,
+            nprobe=nprobe,
+            device=_device(device),
+            progress=progress,
+        )
+    if rank == 0:
+        model_note = (
+            f", model {index.meta['model']['path']} (fingerprint {index.fingerprint})"
+            if index.fingerprint
+            else ""
+        )
+        console.print(
+            f"[bold green]indexed[/] {index.count} documents into {output} (kind {index.kind}{model_note})"
+        )
+
+
+def search_command(
+    index_dir: Path = typer.Option(..., "--index", "-i", help="Index directory written by `infembed index`."),
+    query: list[str] = typer.Option(..., "--query", "-q", help="The query; repeat for several."),
+    instruction: list[str] = typer.Option(
+        None,
+        "--instruction",
+        "-I",
+        help="What makes a passage relevant: one for all queries, or one per --query.",
+    ),
+    k: int = typer.Option(10, "-k", "--top-k", help="Results per query."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
+    model: str = typer.Option(
+        None,
+        "--model",
+        "-m",
+        help="Model to encode queries (default: the one the index was built with; another is refused).",
+    ),
+    device: str = typer.Option(None, "--device", help="cpu, cuda, ... (default: cuda if available)."),
+    ef_search: int = typer.Option(
+        None, "--ef-search", help="HNSW: candidates explored (higher = better recall, slower)."
+    ),
+    nprobe: int = typer.Option(None, "--nprobe", help="IVF: lists visited."),
+) -> None:
+    """Search an index with a query and an instruction; prints a ranked table (or JSON with --json)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from infembed.search.index import Index
+
+    instructions = list(instruction or [])
+    if len(instructions) > 1 and len(instructions) != len(query):
+        raise ValueError(
+            f"{len(query)} --query but {len(instructions)} --instruction: give one for all, or one per query"
+        )
+    if k < 1:
+        raise ValueError(f"-k must be at least 1, got {k}")
+    aligned = (
+        instructions if len(instructions) > 1 else [instructions[0] if instructions else None] * len(query)
+    )
+    index = Index.load(index_dir, model, device=device, ef_search=ef_search, nprobe=nprobe)
+    results = index.search(query, aligned, k=k)
+    records = [
+        {
+            "query": q,
+            "instruction": i,
+            "k": k,
+            "hits": [hit.to_dict(rank) for rank, hit in enumerate(hits, start=1)],
+        }
+        for q, i, hits in zip(query, aligned, results)
+    ]
+    if as_json:
+        payload = records[0] if len(records) == 1 else {"results": records}
+        typer.echo(json.dumps(payload, ensure_ascii=False, indent=2))
+        return
+    out = Console()
+    for record in records:
+        title = f"[bold]{record['query']}[/]" + (
+            f"\n[dim]{record['instruction']}[/]" if record["instruction"] else ""
+        )
+        table = Table(title=title, title_justify="left")
+        table.add_column("rank", justify="right")
+        table.add_column("id")
+        table.add_column("score", justify="right")
+        table.add_column("title")
+        table.add_column("snippet", overflow="fold")
+        for hit in record["hits"]:
+            text = " ".join(hit["text"].split())
+            snippet = text if len(text) <= 120 else text[:117] + "..."
+            table.add_row(str(hit["rank"]), hit["id"], f"{hit['score']:.4f}", hit["title"], snippet)
+        out.print(table)
+
+
+def serve_command(
+    index_dir: Path = typer.Option(..., "--index", "-i", help="Index directory written by `infembed index`."),
+    host: str = typer.Option(
+        "127.0.0.1", "--host", help="Address to bind; loopback by default. Use 0.0.0.0 only with --api-key."
+    ),
+    port: int = typer.Option(8000, "--port", help="TCP port."),
+    api_key: str = typer.Option(
+        None,
+        "--api-key",
+        envvar="INFEMBED_API_KEY",
+        help="Require this key (Authorization: Bearer KEY or X-API-Key: KEY). Prefer the INFEMBED_API_KEY variable: flags show in `ps`.",
+    ),
+    model: str = typer.Option(
+        None, "--model", "-m", help="Model for queries (default: the index's own; another is refused)."
+    ),
+    device: str = typer.Option(None, "--device", help="cpu, cuda, ... (default: cuda if available)."),
+    max_batch: int = typer.Option(
+        64, "--max-batch", help="Most queries/texts per request, and per encoder call."
+    ),
+    max_text_chars: int = typer.Option(
+        4096, "--max-text-chars", help="Longest query, instruction or text accepted."
+    ),
+    max_k: int = typer.Option(100, "--max-k", help="Largest k accepted."),
+    max_wait_ms: float = typer.Option(
+        2.0, "--max-wait-ms", help="How long a request waits for others to share its encoder call."
+    ),
+    no_batching: bool = typer.Option(False, "--no-batching", help="Encode each request on its own."),
+    ef_search: int = typer.Option(None, "--ef-search", help="HNSW: candidates explored per search."),
+    nprobe: int = typer.Option(None, "--nprobe", help="IVF: lists visited per search."),
+) -> None:
+    """Serve an index over HTTP: POST /search, POST /embed, GET /health, docs at /docs."""
+    from infembed.search.service import serve
+
+    console.print(f"loading {index_dir} ...; then serving on http://{host}:{port}  (API docs at /docs)")
+    serve(
+        str(index_dir),
+        host,
+        port,
+        api_key or None,
+        model=model,
+        device=device,
+        ef_search=ef_search,
+        nprobe=nprobe,
+        max_batch=max_batch,
+        max_text_chars=max_text_chars,
+        max_k=max_k,
+        batching=not no_batching,
+        max_wait_ms=max_wait_ms,
+    )
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``index``, ``search`` and ``serve`` to the ``infembed`` app."""
+    app.command("index")(friendly_errors(index_command))
+    app.command("search")(friendly_errors(search_command))
+    app.command("serve")(friendly_errors(serve_command))
