@@ -291,9 +291,9 @@ class Index:
 
     @property
     def template(self) -> str:
-        model = self.meta.get("model")
-        if model:
-            return model["template"]
+        """How instruction and query are joined at search time (the model's own template)."""
+        if self.model is not None:
+            return self.model.config.template
         return self.meta["bm25"]["template"]
 
     def document(self, i: int) -> dict[str, str]:
@@ -304,7 +304,10 @@ class Index:
         """All passage embeddings in index order (read from the shards; dense kinds only)."""
         if self.kind not in DENSE_KINDS:
             raise ValueError("a BM25 index has no embeddings")
-        shards = [np.load(_shard_path(self.path, s)) for s in range(self.meta["shards"])]
+        paths = [_shard_path(self.path, s) for s in range(self.meta["shards"])]
+        if not all(p.exists() for p in paths) and self.kind != "ivf":  # shards deleted after the build
+            return self.vectors.reconstruct_n(0, self.count)
+        shards = [np.load(p) for p in paths]
         return np.concatenate(shards) if shards else np.zeros((0, self.dim), dtype=np.float32)
 
     def close(self) -> None:
@@ -335,8 +338,8 @@ class Index:
     ) -> Index:
         """Encode ``corpus`` with ``model`` and write an index to ``output_dir``; returns it loaded.
 
-        ``model``: an :class:`~infembed.model.InFEmbed`, a model dir or hub name, ``"default"`` (the packaged
-        all-MiniLM-L6-v2), or None for ``kind="bm25"``. ``corpus``: a corpus.jsonl, a BEIR dir, or a mapping
+        ``model``: an :class:`~infembed.model.InFEmbed`, a model dir or hub name, or ``"default"``/None (the
+        packaged all-MiniLM-L6-v2); ignored for ``kind="bm25"``. ``corpus``: a corpus.jsonl, a BEIR dir, or a mapping
         ``id -> Document | text``. Rerunning after an interruption resumes from the last complete shard.
         ``hnsw_m``/``ef_construction``/``ef_search`` tune HNSW, ``nlist``/``nprobe`` tune IVF (defaults from
         the corpus size).
@@ -512,9 +515,9 @@ class Index:
         actual = model.fingerprint()
         if actual != recorded["fingerprint"]:
             raise IndexModelMismatch(
-                f"{root} was built with model {recorded['path']} (fingerprint {recorded['fingerprint']}, template "
-                f"{recorded['template']!r}), but the given model {_model_spec(model)} has fingerprint {actual} "
-                f"(template {model.config.template!r}); its query embeddings would not match the index. Search with "
+                f"{root} was built with model {recorded['path']} (fingerprint {recorded['fingerprint']}), but the "
+                f"given model {_model_spec(model)} has fingerprint {actual}: other weights or settings, so its query "
+                "embeddings would not match the index. Search with "
                 "the original model, or rebuild the index with this one (`infembed index --model ...`)"
             )
         vectors = faiss.read_index(str(root / FAISS_NAME))

@@ -39,6 +39,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from infembed import __version__
 from infembed.search.index import Hit, Index
 
 logger = logging.getLogger("infembed.search.service")
@@ -424,7 +425,7 @@ def create_app(
     model_info = index.meta.get("model") or {}
     app = FastAPI(
         title="infembed search",
-        version=str(index.meta.get("versions", {}).get("infembed", "")),
+        version=__version__,
         description=(
             f"Instruction-aware search over `{index.path.name}`: {index.count} documents, kind `{index.kind}`"
             + (
