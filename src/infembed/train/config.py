@@ -77,6 +77,9 @@ class TrainConfig:
         unknown = sorted(set(data) - names)
         if unknown:
             raise DataError(f"unknown setting(s) {', '.join(unknown)}; known: {', '.join(sorted(names))}", source)
+        for f in fields(cls):
+            if f.name in data and data[f.name] is not None:
+                _check_type(f.name, str(f.type), data[f.name], source)
         return cls(**data)
 
     @classmethod
@@ -101,3 +104,19 @@ class TrainConfig:
         if not isinstance(data, dict):
             raise DataError("expected a mapping of settings", path)
         return cls.from_dict(data, str(path))
+
+
+_SCALARS = {"int": (int,), "float": (int, float), "bool": (bool,), "str": (str,)}
+
+
+def _check_type(name: str, annotation: str, value: Any, source: str | None) -> None:
+    """Settings from a file are checked against the field's type, so a typo names the file and the setting."""
+    base = annotation.replace(" | None", "").strip()
+    if base.startswith("list"):
+        ok = isinstance(value, (list, str))
+    elif base in _SCALARS:
+        ok = isinstance(value, _SCALARS[base]) and not (base in ("int", "float") and isinstance(value, bool))
+    else:
+        return
+    if not ok:
+        raise DataError(f"expected {base}, got {type(value).__name__} {value!r}", source, field=name)

@@ -135,9 +135,13 @@ class Trainer:
             if not p.requires_grad:
                 continue
             (no_decay if p.ndim < 2 or "norm" in name.lower() or name.endswith("bias") else decay).append(p)
+        # The fused kernel (CPU and CUDA) updates all tensors in one call; the default on CPU loops over them in
+        # Python, ~0.3 s a step for MiniLM on one core (transformers' Trainer uses the fused one too).
+        fused = all(p.device.type in ("cpu", "cuda") and p.dtype.is_floating_point for p in decay + no_decay)
         optimizer = torch.optim.AdamW(
             [{"params": decay, "weight_decay": self.config.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
             lr=self.config.learning_rate,
+            fused=fused or None,
         )
         name = {"linear": "linear", "cosine": "cosine", "constant": "constant_with_warmup"}[self.config.scheduler]
         scheduler = get_scheduler(name, optimizer, num_warmup_steps=int(self.config.warmup_ratio * total_steps),
