@@ -5,7 +5,8 @@ embeddings and pushing it back through a re-encoding of each chunk is the plain 
 eval mode (no dropout) that holds for any chunk size; in train mode the re-encoding replays each chunk's
 dropout masks, so with a chunk larger than the batch (one chunk per side, the same random stream as the plain
 forward) it holds with dropout on too. Checked for every parameter, for both interactions, with a learnable
-temperature (its gradient comes from the loss on the cached embeddings).
+temperature (its gradient comes from the loss on the cached embeddings). Likewise the CPU speed-up of encoding a
+batch in length-sorted buckets gives the embeddings and gradients of the single padded batch.
 """
 
 from __future__ import annotations
@@ -60,3 +61,27 @@ def test_grad_cache_with_dropout_differs_from_a_second_plain_draw(rows):
         torch.manual_seed(seed)
         losses.append(trainer.backward_step(batch))
     assert losses[0] != pytest.approx(losses[1], rel=1e-6)
+
+
+def test_length_buckets_equal_one_padded_batch(rows):
+    """On CPU ``Encoder.embed`` runs a long list as length-sorted buckets (less padding); the embeddings and the
+    parameter gradients must be those of the single padded batch."""
+    config = make_config(passage_max_length=64)
+    trainer = make_trainer(config, rows)
+    encoder = trainer.model.encoder
+    texts = [p.passage for row in rows[:8] for p in row.pairs()] + [row.query_positive for row in rows[:12]]
+    assert len(texts) > 2 * encoder.cpu_bucket_size
+    weights = torch.linspace(-1.0, 1.0, len(texts) * encoder.dim).view(len(texts), encoder.dim)
+    results = []
+    for bucket in (None, encoder.cpu_bucket_size):
+        encoder.cpu_bucket_size = bucket
+        trainer.model.zero_grad(set_to_none=True)
+        embeddings = encoder.embed(texts, 64)
+        (embeddings * weights).sum().backward()
+        results.append((embeddings.detach(), gradients(trainer)))
+    (whole, whole_grads), (bucketed, bucketed_grads) = results
+    torch.testing.assert_close(bucketed, whole, rtol=1e-5, atol=1e-6)
+    # the float32 summation order differs between the two: tolerance scaled to each tensor
+    for name, expected in whole_grads.items():
+        atol = 1e-5 * float(expected.abs().max()) + 1e-8
+        torch.testing.assert_close(bucketed_grads[name], expected, rtol=1e-4, atol=atol, msg=name)
