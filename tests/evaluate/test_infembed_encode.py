@@ -50,3 +50,23 @@ def test_encode_passages_equals_sentence_transformers(minilm, sentence_transform
     ours = minilm.encode_passages(texts, batch_size=2)  # several batches, sorted by length inside
     np.testing.assert_allclose(ours, sentence_transformer.encode(texts, batch_size=2), atol=1e-5)
     assert minilm.encode_passages([]).shape == (0, 384)
+
+
+def test_a_template_override_is_per_call_and_leaves_the_shared_model_alone(minilm, sentence_transformer):
+    from infembed.evaluate.retrievers import DenseRetriever
+
+    template = "Instruct: {instruction}\nQuery: {query}"
+    expected = sentence_transformer.encode([f"Instruct: {i}\nQuery: {q}" for q, i in zip(QUERIES, INSTRUCTIONS)])
+    np.testing.assert_allclose(minilm.encode_queries(QUERIES, INSTRUCTIONS, template=template), expected, atol=1e-5)
+    retriever = DenseRetriever(minilm, template=template, cache=False, show_progress=False)
+    assert retriever.template == template
+    assert minilm.config.template == "{query} {instruction}"  # another retriever on the same model is unaffected
+    from infembed.data.records import Document
+
+    texts = {"d1": "heat conduction in layered slabs", "d2": "hypersonic flow past a cylinder"}
+    retriever.index({k: Document(title="", text=v) for k, v in texts.items()})
+    run = retriever.retrieve(["q1", "q2"], QUERIES, INSTRUCTIONS, top_k=2)
+    passages = minilm.encode_passages(list(texts.values()))
+    scores = expected @ passages.T
+    assert run["q1"]["d1"] == pytest.approx(float(scores[0, 0]), abs=1e-5)
+    assert run["q2"]["d2"] == pytest.approx(float(scores[1, 1]), abs=1e-5)

@@ -203,6 +203,26 @@ def read_corpus(path: str | Path) -> dict[str, Document]:
     return corpus
 
 
+def read_instruction_queries(path: str | Path) -> dict[str, InstructionQuery]:
+    """``queries.jsonl`` rows ``{_id, text[, instruction_og | instruction][, instruction_changed]}``."""
+    queries: dict[str, InstructionQuery] = {}
+    for line, obj in iter_jsonl(path):
+        qid = require_str(obj, "_id", path, line)
+        if qid in queries:
+            raise DataError(f"duplicate query id {qid!r}", path, line, "_id")
+        text = require_str(obj, "text", path, line)
+        og_field = "instruction_og" if "instruction_og" in obj else "instruction"
+        fields = {}
+        for key, value in ((og_field, obj.get(og_field)), ("instruction_changed", obj.get("instruction_changed"))):
+            if value is not None and not isinstance(value, str):
+                raise DataError(f"expected a string, got {type(value).__name__}", path, line, key)
+            fields[key] = value
+        queries[qid] = InstructionQuery(
+            text=text, instruction_og=fields[og_field] or "", instruction_changed=fields["instruction_changed"]
+        )
+    return queries
+
+
 def load_instruction_benchmark(path: str | Path, name: str | None = None) -> Benchmark:
     """Read a FollowIR-style instruction benchmark dir (see docs/architecture.md)."""
     root = Path(path)
@@ -216,23 +236,8 @@ def load_instruction_benchmark(path: str | Path, name: str | None = None) -> Ben
                 hint="an instruction benchmark dir holds corpus.jsonl, queries.jsonl, qrels_og.tsv[, qrels_changed.tsv]",
             )
     corpus = read_corpus(root / "corpus.jsonl")
-    queries: dict[str, InstructionQuery] = {}
     qfile = root / "queries.jsonl"
-    for line, obj in iter_jsonl(qfile):
-        qid = require_str(obj, "_id", qfile, line)
-        if qid in queries:
-            raise DataError(f"duplicate query id {qid!r}", qfile, line, "_id")
-        text = require_str(obj, "text", qfile, line)
-        og_field = "instruction_og" if "instruction_og" in obj else "instruction"
-        inst_og = obj.get(og_field, "")
-        if inst_og is None:
-            inst_og = ""
-        if not isinstance(inst_og, str):
-            raise DataError("expected a string", qfile, line, og_field)
-        changed = obj.get("instruction_changed")
-        if changed is not None and not isinstance(changed, str):
-            raise DataError("expected a string", qfile, line, "instruction_changed")
-        queries[qid] = InstructionQuery(text=text, instruction_og=inst_og, instruction_changed=changed)
+    queries = read_instruction_queries(qfile)
     qrels_og = read_qrels_tsv(root / "qrels_og.tsv")
     qrels_changed = (
         read_qrels_tsv(root / "qrels_changed.tsv") if (root / "qrels_changed.tsv").exists() else None
@@ -349,18 +354,7 @@ def load_beir(path: str | Path, split: str = "test", name: str | None = None) ->
             hint="a BEIR dir holds corpus.jsonl, queries.jsonl, qrels/<split>.tsv",
         )
     corpus = read_corpus(root / "corpus.jsonl")
-    queries: dict[str, InstructionQuery] = {}
-    qfile = root / "queries.jsonl"
-    for line, obj in iter_jsonl(qfile):
-        qid = require_str(obj, "_id", qfile, line)
-        if qid in queries:
-            raise DataError(f"duplicate query id {qid!r}", qfile, line, "_id")
-        instruction = obj.get("instruction") or ""
-        if not isinstance(instruction, str):
-            raise DataError("expected a string", qfile, line, "instruction")
-        queries[qid] = InstructionQuery(
-            text=require_str(obj, "text", qfile, line), instruction_og=instruction
-        )
+    queries = read_instruction_queries(root / "queries.jsonl")
     qrels = read_qrels_tsv(qrels_path)
     qrels = {q: d for q, d in qrels.items() if q in queries}
     # As BEIR does: queries.jsonl holds every split's queries; evaluate only those judged in this split.

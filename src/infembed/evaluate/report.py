@@ -124,10 +124,9 @@ def print_results(results: Sequence[dict[str, Any]], title: str = "infembed eval
 def plot_results(results: Sequence[dict[str, Any]], path: str | Path) -> Path:
     """Two panels: p-MRR and headline score per model and benchmark (bars, x100), and each run's per-query
     p-MRR sorted (a curve above zero means the model moves the now-irrelevant documents down)."""
-    import matplotlib
+    from infembed.plotting import pyplot, save_figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
     import numpy as np
 
     benchmarks = list(dict.fromkeys(r["benchmark"] for r in results))
@@ -156,8 +155,4 @@ def plot_results(results: Sequence[dict[str, Any]], path: str | Path) -> Path:
     ax.set_xlabel("fraction of queries")
     ax.legend(fontsize=6)
     fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)

@@ -120,8 +120,10 @@ class DenseRetriever:
     def __init__(self, model, *, batch_size: int = 32, cache: bool = True, template: str | None = None,
                  show_progress: bool = True):
         self.model = model
-        if template is not None:
-            model.config.template = resolve_template(template)
+        # the override lives here, not on the (possibly shared) model object
+        if template is not None and getattr(model, "interaction", None) is not None:
+            raise ValueError("--template applies to concatenation models only; this model uses cross-attention")
+        self._template = resolve_template(template) if template is not None else None
         self.batch_size = batch_size
         self.cache = cache
         self.show_progress = show_progress
@@ -130,7 +132,7 @@ class DenseRetriever:
 
     @property
     def template(self) -> str:
-        return self.model.config.template
+        return self._template or self.model.config.template
 
     def _cache_file(self, texts: Sequence[str]) -> Path:
         digest = hashlib.sha256()
@@ -160,7 +162,7 @@ class DenseRetriever:
     def retrieve(self, query_ids, queries, instructions, *, top_k=1000, candidates=None) -> Run:
         if self._embeddings is None:
             raise RuntimeError("call index(corpus) first")
-        q = self.model.encode_queries(queries, instructions, batch_size=self.batch_size,
+        q = self.model.encode_queries(queries, instructions, batch_size=self.batch_size, template=self._template,
                                       progress="encoding queries" if self.show_progress else None)
         scores = q @ self._embeddings.T
         return top_k_run(scores, query_ids, self.doc_ids, top_k, candidates, self.doc_index)

@@ -264,14 +264,20 @@ class InFEmbed(nn.Module):
         *,
         batch_size: int = 32,
         progress: str | None = None,
+        template: str | None = None,
     ) -> np.ndarray:
-        """Instruction-aware query embeddings (float32, L2-normalised), in input order."""
+        """Instruction-aware query embeddings (float32, L2-normalised), in input order.
+
+        ``template`` overrides the model's own concatenation template for this call only (concatenation models)."""
         queries = list(queries)
         instructions = list(instructions) if instructions is not None else [None] * len(queries)
         if len(instructions) != len(queries):
             raise ValueError(f"{len(queries)} queries but {len(instructions)} instructions")
+        if template is not None and self.interaction is not None:
+            raise ValueError("a template applies to concatenation models only; this model uses cross-attention")
         if self.interaction is None:
-            texts = [self.join(q, i) for q, i in zip(queries, instructions)]
+            template = resolve_template(template) if template is not None else self.config.template
+            texts = [join(template, q, i) for q, i in zip(queries, instructions)]
             return self.encoder.encode(texts, max_length=self.config.query_max_length, batch_size=batch_size, progress=progress)
         was_training = self.training
         self.eval()

@@ -113,41 +113,41 @@ _POISON_STEPS = (
 )
 
 
+_POISON_TASK = {
+    "instruction": "Write a NEW instruction that, paired with the SAME query, asks for clearly different passages: "
+    "the given passage must no longer be a good answer.\n",
+    "query": "Write a NEW search query that, paired with the SAME instruction, asks for clearly different passages: "
+    "the given passage must no longer be a good answer. Make it look like a real search query: short, no full stop.\n",
+}
+_POISON_REPLY = {
+    "instruction": "Reply with one line, concise but specific, in the form\nInstruction: <the new instruction>",
+    "query": "Reply with one line in the form\nQuery: <the new query>",
+}
+
+
+def _poison_prompt(thing: str, query: str, instruction: str, passage: str, domain: str, language: str | None) -> Messages:
+    _check_domain(domain)
+    body = (
+        "You create hard negative examples for training search engines that follow instructions. You see a "
+        "query, the instruction the user gave with it, and the passage that satisfies both. "
+        + _POISON_TASK[thing] + _POISON_STEPS.format(thing=thing)
+    )
+    user = f"Query: {query}\nInstruction: {instruction}\nPassage: {passage}\n\n" + _POISON_REPLY[thing]
+    return [_system(f"poison_{thing}", body, domain, language), {"role": "user", "content": user}]
+
+
 def poison_instruction_prompt(
     query: str, instruction: str, passage: str, domain: str = "web", language: str | None = None
 ) -> Messages:
     """Stage 2a: the poisoned instruction I-, read together with the ORIGINAL query Q+."""
-    _check_domain(domain)
-    body = (
-        "You create hard negative examples for training search engines that follow instructions. You see a "
-        "query, the instruction the user gave with it, and the passage that satisfies both. Write a NEW "
-        "instruction that, paired with the SAME query, asks for clearly different passages: the given "
-        "passage must no longer be a good answer.\n" + _POISON_STEPS.format(thing="instruction")
-    )
-    user = (
-        f"Query: {query}\nInstruction: {instruction}\nPassage: {passage}\n\n"
-        "Reply with one line, concise but specific, in the form\nInstruction: <the new instruction>"
-    )
-    return [_system("poison_instruction", body, domain, language), {"role": "user", "content": user}]
+    return _poison_prompt("instruction", query, instruction, passage, domain, language)
 
 
 def poison_query_prompt(
     query: str, instruction: str, passage: str, domain: str = "web", language: str | None = None
 ) -> Messages:
     """Stage 2b: the poisoned query Q-, read together with the ORIGINAL instruction I+."""
-    _check_domain(domain)
-    body = (
-        "You create hard negative examples for training search engines that follow instructions. You see a "
-        "query, the instruction the user gave with it, and the passage that satisfies both. Write a NEW "
-        "search query that, paired with the SAME instruction, asks for clearly different passages: the "
-        "given passage must no longer be a good answer. Make it look like a real search query: short, no "
-        "full stop.\n" + _POISON_STEPS.format(thing="query")
-    )
-    user = (
-        f"Query: {query}\nInstruction: {instruction}\nPassage: {passage}\n\n"
-        "Reply with one line in the form\nQuery: <the new query>"
-    )
-    return [_system("poison_query", body, domain, language), {"role": "user", "content": user}]
+    return _poison_prompt("query", query, instruction, passage, domain, language)
 
 
 def negative_passage_prompt(

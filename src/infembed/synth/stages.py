@@ -166,36 +166,31 @@ class RowStages:
     async def poison(self, pair: SeedPair, instruction: str) -> dict[str, Any]:
         s = self.settings
         passage, lang = self._passage(pair.passage), self._language(pair)
-        inst_msgs = prompts.poison_instruction_prompt(pair.query, instruction, passage, s.domain, lang)
-        query_msgs = prompts.poison_query_prompt(pair.query, instruction, passage, s.domain, lang)
-        (inst, u1), (query, u2) = await _gather(
-            self._generate("poison", "poisoned instruction", "instruction", inst_msgs),
-            self._generate("poison", "poisoned query", "query", query_msgs),
-        )
-        return {
-            "id": pair.id,
-            "instruction_negative": inst,
-            "query_negative": query,
-            "usage": _add_usage(u1, u2),
-        }
+        return await self._two_requests(pair, "poison", (
+            ("instruction_negative", "poisoned instruction", "instruction",
+             prompts.poison_instruction_prompt(pair.query, instruction, passage, s.domain, lang)),
+            ("query_negative", "poisoned query", "query",
+             prompts.poison_query_prompt(pair.query, instruction, passage, s.domain, lang)),
+        ))
 
     async def negatives(
         self, pair: SeedPair, instruction: str, instruction_negative: str, query_negative: str
     ) -> dict[str, Any]:
         s = self.settings
         passage, lang = self._passage(pair.passage), self._language(pair)
-        msgs_1 = prompts.negative_passage_prompt(pair.query, instruction_negative, passage, s.domain, lang)
-        msgs_2 = prompts.negative_passage_prompt(query_negative, instruction, passage, s.domain, lang)
-        (p1, u1), (p2, u2) = await _gather(
-            self._generate("negatives", "negative passage 1", "passage", msgs_1),
-            self._generate("negatives", "negative passage 2", "passage", msgs_2),
+        return await self._two_requests(pair, "negatives", (
+            ("hard_negative_document_1", "negative passage 1", "passage",
+             prompts.negative_passage_prompt(pair.query, instruction_negative, passage, s.domain, lang)),
+            ("hard_negative_document_2", "negative passage 2", "passage",
+             prompts.negative_passage_prompt(query_negative, instruction, passage, s.domain, lang)),
+        ))
+
+    async def _two_requests(self, pair: SeedPair, stage: str, requests: tuple) -> dict[str, Any]:
+        """Both generations of a stage, concurrently: ``(field, label, kind, messages)`` each."""
+        (first, u1), (second, u2) = await _gather(
+            *(self._generate(stage, label, kind, messages) for _, label, kind, messages in requests)
         )
-        return {
-            "id": pair.id,
-            "hard_negative_document_1": p1,
-            "hard_negative_document_2": p2,
-            "usage": _add_usage(u1, u2),
-        }
+        return {"id": pair.id, requests[0][0]: first, requests[1][0]: second, "usage": _add_usage(u1, u2)}
 
     def rules(self, pair: SeedPair, row: dict[str, str]) -> None:
         reason = check_row(row, domain=self.settings.domain, language=self._language(pair))

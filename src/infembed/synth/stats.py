@@ -229,10 +229,9 @@ def plot_map(
 ) -> Path:
     """One panel per group, one colour per data set, points projected jointly (PCA, or t-SNE when
     scikit-learn is installed and ``method="tsne"``)."""
-    import matplotlib
+    from infembed.plotting import pyplot, save_figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     groups = [g for g, by_set in samples.items() if any(e is not None for _, e in by_set.values())]
     if not groups:
@@ -266,11 +265,7 @@ def plot_map(
         ax.set_yticks([])
     axes[0][0].legend(loc="best", fontsize=8, markerscale=2)
     fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)
 
 
 # ------------------------------------------------------------------------------------------- agreement

@@ -394,10 +394,9 @@ class Trainer:
             Console(stderr=True).print(text, highlight=False)
 
     def plot_loss(self, path: Path) -> None:
-        import matplotlib
+        from infembed.plotting import pyplot, save_figure
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        plt = pyplot()
 
         steps = [h["step"] for h in self.history if "loss" in h]
         losses = [h["loss"] for h in self.history if "loss" in h]
@@ -412,8 +411,7 @@ class Trainer:
             ax2.plot([s for s, _ in evals], [v for _, v in evals], "o-", color="tab:red", label="p-MRR x100")
             ax2.set_ylabel("p-MRR x100")
         fig.tight_layout()
-        fig.savefig(path, dpi=110)
-        plt.close(fig)
+        save_figure(fig, path, dpi=110)
 
 
 def train(config: TrainConfig, resume: bool = True) -> Path:
