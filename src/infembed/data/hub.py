@@ -573,11 +573,7 @@ def followir_from_rows(
     changed_rows = _as_rows(qrels_changed, "qrels_changed")
     og = _check_qrels_queries(_qrels(og_rows), parsed, og_rows)
     changed = _check_qrels_queries(_qrels(changed_rows), parsed, changed_rows)
-    kept = {qid: q for qid, q in parsed.items() if qid in og}
-    if not kept:
-        raise DataError(
-            "no query has og judgments", og_rows.source, hint="check that query ids match queries"
-        )
+    kept = _with_og_judgments(parsed, og, og_rows.source)
     top = None
     if top_ranked is not None:
         table = _as_rows(top_ranked, "top_ranked")
@@ -587,16 +583,20 @@ def followir_from_rows(
             logger.warning(
                 "%s: %d queries have no candidates (e.g. %r)", table.source, len(without), without[0]
             )
-    return Benchmark(
-        name=name,
-        corpus=docs,
-        queries=kept,
-        qrels_og=og,
-        qrels_changed={q: d for q, d in changed.items() if q in kept},
-        top_ranked=top,
-        main_score=main_score,
-        source=source,
-    )
+    return Benchmark(name=name, corpus=docs, queries=kept, qrels_og=og, qrels_changed=_only(changed, kept),
+                     top_ranked=top, main_score=main_score, source=source)
+
+
+def _with_og_judgments(parsed: dict[str, InstructionQuery], og: Mapping[str, Any], source: str) -> dict[str, InstructionQuery]:
+    """As in mteb, queries without og judgments are dropped; none left is an error."""
+    kept = {qid: q for qid, q in parsed.items() if qid in og}
+    if not kept:
+        raise DataError("no query has og judgments", source, hint="check that query ids match queries")
+    return kept
+
+
+def _only(table: dict[str, Any], keys: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in table.items() if k in keys}
 
 
 _OG, _CHANGED = "-og", "-changed"
@@ -672,11 +672,7 @@ def followir_from_mteb_rows(
         base, side = _split_followir_id(qid, qrel_rows, 0, "query-id")
         (og if side == "og" else changed)[base] = judged
     og = _check_qrels_queries(og, parsed, qrel_rows)
-    kept = {qid: q for qid, q in parsed.items() if qid in og}
-    if not kept:
-        raise DataError(
-            "no query has og judgments", qrel_rows.source, hint="check that query ids match queries"
-        )
+    kept = _with_og_judgments(parsed, og, qrel_rows.source)
     top = None
     if top_ranked is not None:
         table = _as_rows(top_ranked, "top_ranked")
@@ -687,16 +683,8 @@ def followir_from_mteb_rows(
             if side == "og" or base not in merged:
                 merged[base] = ids
         top = merged
-    return Benchmark(
-        name=name,
-        corpus=docs,
-        queries=kept,
-        qrels_og=og,
-        qrels_changed={q: d for q, d in changed.items() if q in kept},
-        top_ranked=top,
-        main_score=main_score,
-        source=source,
-    )
+    return Benchmark(name=name, corpus=docs, queries=kept, qrels_og=og, qrels_changed=_only(changed, kept),
+                     top_ranked=top, main_score=main_score, source=source)
 
 
 class _SuffixView(Mapping[str, Any]):
