@@ -4,7 +4,10 @@ Trains the default MiniLM once per objective setting and seed on the shared InF-
 trained models on followir-cranfield and followir-cranfield-excl; prints one table (p-MRR and og MAP@1000, x100,
 mean and std over seeds) and writes bench/results/objectives.json. The paper's claim to check is that the
 multivariate (P, I) objective is the best; `uni {P}` is the plain fine-tuning peer (the same loss as
-sentence-transformers' MultipleNegativesRankingLoss on the three pairs of each row).
+sentence-transformers' MultipleNegativesRankingLoss on the three pairs of each row). The setting `peer` trains
+that peer with sentence-transformers itself (`SentenceTransformerTrainer` + `MultipleNegativesRankingLoss`,
+scale 20, the library's default optimiser settings), fed exactly our batches (same rows, order and sizes), so
+its row is measured in the same run and on the same machine as ours.
 
 Each finished (setting, seed) leaves `eval.json` in its run directory and is skipped when the script is run again,
 so an interrupted ablation resumes where it stopped.
@@ -12,6 +15,7 @@ so an interrupted ablation resumes where it stopped.
     python bench/objectives.py                       # all Table-3 settings, full sample, 2 epochs (~2 h on 2 cores)
     python bench/objectives.py --epochs 1 --seeds 42 1 --settings multi:P,I uni:P multi:P,I@attn
     python bench/objectives.py --extra-data inf-ir-msmarco-negation --settings multi:P,I   # the negation mix
+    python bench/objectives.py --settings peer uni:P multi:P,I --seeds 42 1 2
 """
 
 from __future__ import annotations
@@ -39,11 +43,61 @@ BENCHMARKS = ("followir-cranfield", "followir-cranfield-excl")
 
 
 def parse_setting(text: str) -> tuple[str, str, str]:
+    if text == "peer":
+        return "peer", "P", "concat"
     interaction = "concat"
     if text.endswith("@attn"):
         text, interaction = text[: -len("@attn")], "cross_attention"
     objective, negatives = text.split(":")
     return objective, negatives, interaction
+
+
+def train_peer(data: list[str], output: Path, args: argparse.Namespace, seed: int) -> None:
+    """sentence-transformers' own trainer and MNRL on the (instruction + query, passage) pairs of our batches."""
+    import torch
+    from datasets import Dataset
+    from sentence_transformers import SentenceTransformer, SentenceTransformerTrainer
+    from sentence_transformers.base.sampler import DefaultBatchSampler
+    from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
+    from sentence_transformers.sentence_transformer.training_args import SentenceTransformerTrainingArguments
+
+    from infembed.data.batching import iter_batches
+    from infembed.data.formats import read_triplets
+    from infembed.model.retriever import default_model_path
+    from infembed.templates import DEFAULT_TEMPLATE, join
+
+    rows = [row for path in data for row in read_triplets(path)][: args.limit]
+    anchors: list[str] = []
+    positives: list[str] = []
+    bounds: list[range] = []
+    for epoch in range(int(args.epochs)):
+        for batch in iter_batches(rows, args.batch_size, seed=seed, epoch=epoch):
+            start = len(anchors)
+            anchors += [join(DEFAULT_TEMPLATE, q, i) for q, i in zip(batch.queries, batch.instructions)]
+            positives += batch.passages
+            bounds.append(range(start, len(anchors)))
+
+    class OurBatches(DefaultBatchSampler):
+        def __iter__(self):
+            return (list(b) for b in bounds)
+
+        def __len__(self) -> int:
+            return len(bounds)
+
+    torch.manual_seed(seed)
+    model = SentenceTransformer(default_model_path(), device="cpu")
+    training_args = SentenceTransformerTrainingArguments(
+        output_dir=str(output / "trainer"), num_train_epochs=1, per_device_train_batch_size=3 * args.batch_size,
+        learning_rate=args.lr, batch_sampler=lambda dataset, batch_size, drop_last, **_: OurBatches(
+            dataset, batch_size=batch_size, drop_last=drop_last),
+        save_strategy="no", eval_strategy="no", report_to=[], use_cpu=True, seed=seed, dataloader_num_workers=0,
+    )
+    trainer = SentenceTransformerTrainer(
+        model=model, args=training_args, train_dataset=Dataset.from_dict({"anchor": anchors, "positive": positives}),
+        loss=MultipleNegativesRankingLoss(model, scale=20.0),
+    )
+    trainer.train()
+    model.save(str(output))
 
 
 def summarise(values: list[float]) -> str:
@@ -97,17 +151,22 @@ def main() -> None:
     rows = [{"setting": "base", "runs": [evaluated(Path(args.output) / "base", None, 0.0)]}]
     for objective, negatives, interaction in settings:
         label = f"{objective} {{{negatives}}}" + (" attn" if interaction != "concat" else "")
+        if objective == "peer":
+            label = "peer: sentence-transformers MNRL"
         runs = []
         for seed in args.seeds:
             out = Path(args.output) / f"{objective}_{negatives.replace(',', '')}_{interaction}_s{seed}"
             seconds = 0.0
             if not (out / "eval.json").exists():
-                config = TrainConfig(
-                    data=data, limit=args.limit, objective=objective, negatives=negatives, interaction=interaction,
-                    epochs=args.epochs, batch_size=args.batch_size, learning_rate=args.lr, seed=seed, output=str(out),
-                )
                 start = time.perf_counter()
-                train(config, resume=True)
+                if objective == "peer":
+                    train_peer(data, out, args, seed)
+                else:
+                    train(TrainConfig(
+                        data=data, limit=args.limit, objective=objective, negatives=negatives, interaction=interaction,
+                        epochs=args.epochs, batch_size=args.batch_size, learning_rate=args.lr, seed=seed,
+                        output=str(out),
+                    ), resume=True)
                 seconds = time.perf_counter() - start
             runs.append(evaluated(out, str(out), seconds) | {"seed": seed})
             console.print({"setting": label, **runs[-1]})
