@@ -17,6 +17,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
+from infembed import cache_dir
 from infembed.data.records import Document
 from infembed.templates import DEFAULT_TEMPLATE, join, resolve_template
 
@@ -110,10 +111,6 @@ class BM25Retriever:
         return top_k_run(scores, query_ids, self.doc_ids, top_k, candidates, self.doc_index)
 
 
-def _cache_root() -> Path:
-    return Path(os.environ.get("INFEMBED_CACHE_DIR", Path.home() / ".cache" / "infembed"))
-
-
 class DenseRetriever:
     """Exact inner-product search over L2-normalised embeddings of an :class:`~infembed.model.InFEmbed` model."""
 
@@ -140,7 +137,7 @@ class DenseRetriever:
             digest.update(text.encode())
             digest.update(b"\0")
         key = f"{self.model.fingerprint()}-{self.model.config.passage_max_length}-{digest.hexdigest()[:20]}"
-        return _cache_root() / "embeddings" / f"{key}.npy"
+        return cache_dir() / "embeddings" / f"{key}.npy"
 
     def index(self, corpus: Mapping[str, Document], doc_ids: Sequence[str] | None = None) -> None:
         self.doc_ids = list(doc_ids) if doc_ids is not None else list(corpus)
