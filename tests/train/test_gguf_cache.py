@@ -13,7 +13,8 @@ import time
 import numpy as np
 import pytest
 
-from infembed.model.encoder import _dequantised_gguf, load_sentence_transformer
+from infembed.model.encoder import load_sentence_transformer
+from infembed.model.gguf import cached_checkpoint
 
 TEXTS = ["rain", "why is the sky grey when it rains"]
 
@@ -21,7 +22,7 @@ TEXTS = ["rain", "why is the sky grey when it rains"]
 @pytest.mark.slow
 def test_second_load_uses_the_dequantised_checkpoint(smollm2_gguf, tmp_path, monkeypatch):
     monkeypatch.setenv("INFEMBED_CACHE_DIR", str(tmp_path))
-    cached = _dequantised_gguf(str(smollm2_gguf.parent), smollm2_gguf.name, None)
+    cached = cached_checkpoint(str(smollm2_gguf.parent), smollm2_gguf.name)
     assert cached is not None and cached.parent == tmp_path / "gguf" and not cached.exists()
     start = time.perf_counter()
     first = load_sentence_transformer(str(smollm2_gguf.parent), gguf_file=smollm2_gguf.name, pooling="last")
@@ -40,10 +41,11 @@ def test_cache_key_follows_the_file_and_can_be_switched_off(tmp_path, monkeypatc
     monkeypatch.setenv("INFEMBED_CACHE_DIR", str(tmp_path / "cache"))
     gguf = tmp_path / "model.gguf"
     gguf.write_bytes(b"GGUF" + bytes(16))
-    first = _dequantised_gguf(str(tmp_path), gguf.name, None)
-    assert first is not None and first.name.startswith("model-")
+    first = cached_checkpoint(str(tmp_path), gguf.name)
+    assert first is not None and first.name.startswith("model-base-")
+    assert cached_checkpoint(str(tmp_path), gguf.name, kind="causal-lm") != first  # a head is another model
     os.utime(gguf, ns=(0, 10**9))
-    assert _dequantised_gguf(str(tmp_path), gguf.name, None) != first  # the file changed
-    assert _dequantised_gguf(str(tmp_path), "missing.gguf", None) is None  # a hub GGUF: no cache
+    assert cached_checkpoint(str(tmp_path), gguf.name) != first  # the file changed
+    assert cached_checkpoint(str(tmp_path), "missing.gguf") is None  # a hub GGUF: no cache
     monkeypatch.setenv("INFEMBED_GGUF_CACHE", "0")
-    assert _dequantised_gguf(str(tmp_path), gguf.name, None) is None
+    assert cached_checkpoint(str(tmp_path), gguf.name) is None

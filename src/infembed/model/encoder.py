@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 from torch import nn
+
+from infembed.model import gguf
 
 POOLING_MODES = ("cls", "mean", "last")
 _ST_POOLING = {"cls": "cls", "mean": "mean", "last": "lasttoken"}
@@ -62,7 +63,7 @@ def load_sentence_transformer(
             )
     else:
         extra: dict[str, Any] = {}
-        cached = _dequantised_gguf(name_or_path, gguf_file, dtype) if gguf_file is not None else None
+        cached = gguf.cached_checkpoint(name_or_path, gguf_file, dtype, kind="base") if gguf_file is not None else None
         if cached is not None and (cached / "config.json").exists():
             name_or_path, gguf_file = str(cached), None  # parsed and dequantised before: a plain checkpoint
         elif gguf_file is not None:
@@ -73,8 +74,8 @@ def load_sentence_transformer(
             processor_kwargs=dict(extra),
             config_kwargs=dict(extra),
         )
-        if gguf_file is not None and _forget_gguf_quantizer(transformer.model) and cached is not None:
-            _save_dequantised(transformer, cached)
+        if gguf_file is not None and gguf.forget_quantizer(transformer.model) and cached is not None:
+            gguf.save_checkpoint(transformer.model, transformer.tokenizer, cached)
         mode = pooling or "mean"
         st = SentenceTransformer(
             modules=[transformer, Pooling(transformer.get_embedding_dimension(), pooling_mode=_ST_POOLING[mode]), Normalize()],
@@ -83,58 +84,6 @@ def load_sentence_transformer(
     if max_length is not None:
         st.max_seq_length = max_length
     return st
-
-
-def _forget_gguf_quantizer(model: nn.Module) -> bool:
-    """A GGUF checkpoint that transformers dequantised on load (every architecture without a packed-GGUF kernel,
-    e.g. Llama/SmolLM2 on CPU) is a plain float model, but it keeps its GGUF quantizer: ``save_pretrained``
-    then refuses to write it ("quantized with gguf and is not serializable") and ``config.json`` would carry a
-    ``quantization_config``. Drop both, so the model trains and saves like any other. Packed (still quantized)
-    weights keep their quantizer."""
-    quantizer = getattr(model, "hf_quantizer", None)
-    if quantizer is None:
-        return True
-    if getattr(quantizer, "packed_modules", None):
-        return False
-    quantizer.remove_quantization_config(model)
-    return True
-
-
-def _dequantised_gguf(directory: str, gguf_file: str, dtype: torch.dtype | None) -> Path | None:
-    """Where a local GGUF file's dequantised checkpoint is cached (None: not cached, e.g. a hub GGUF or
-    ``INFEMBED_GGUF_CACHE=0``). transformers parses a GGUF file once for the config, once for the tokenizer and
-    again for the weights, and dequantises on every load (tens of seconds even for 135M parameters); the
-    cached copy loads like any checkpoint. The key covers the file (path, size, mtime), the dtype and the
-    transformers version, so a changed file or library is never served stale weights."""
-    path = Path(directory) / gguf_file
-    if os.environ.get("INFEMBED_GGUF_CACHE", "1") == "0" or not path.is_file():
-        return None
-    import hashlib
-
-    import transformers
-
-    from infembed import cache_dir
-
-    stat = path.stat()
-    key = f"{path.resolve()}|{stat.st_size}|{stat.st_mtime_ns}|{dtype}|{transformers.__version__}"
-    return cache_dir() / "gguf" / f"{path.stem}-{hashlib.blake2b(key.encode(), digest_size=8).hexdigest()}"
-
-
-def _save_dequantised(transformer, target: Path) -> None:
-    """Write the loaded model and tokenizer to ``target`` atomically (a temp dir renamed into place)."""
-    import shutil
-    import tempfile
-
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
-    try:
-        transformer.model.save_pretrained(tmp)
-        transformer.tokenizer.save_pretrained(tmp)
-        os.replace(tmp, target)
-    except OSError:  # another process won the race, or the disk is read-only/full: the cache is optional
-        pass
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _pooling_of(st) -> str:
