@@ -24,6 +24,8 @@ def train_command(
     epochs: float = typer.Option(None, "--epochs"),
     batch_size: int = typer.Option(None, "--batch-size", help="InF-IR rows per device per step (3 pairs each)."),
     learning_rate: float = typer.Option(None, "--lr", "--learning-rate"),
+    interaction_lr_multiplier: float = typer.Option(None, "--interaction-lr-multiplier",
+                                                    help="Cross-attention block's lr as a multiple of --lr (default 20)."),
     gradient_accumulation: int = typer.Option(None, "--gradient-accumulation"),
     grad_cache_chunk: int = typer.Option(None, "--grad-cache-chunk", help="Gradient caching chunk size (0: off)."),
     extra_instruction_negatives: int = typer.Option(None, "--extra-instruction-negatives"),
@@ -47,7 +49,8 @@ def train_command(
     settings = TrainConfig.from_file(config).to_dict() if config else {}
     flags = dict(data=data or None, model=model, output=output, objective=objective, negatives=negatives,
                  interaction=interaction, template=template, pooling=pooling, epochs=epochs, batch_size=batch_size,
-                 learning_rate=learning_rate, gradient_accumulation=gradient_accumulation,
+                 learning_rate=learning_rate, interaction_lr_multiplier=interaction_lr_multiplier,
+                 gradient_accumulation=gradient_accumulation,
                  grad_cache_chunk=grad_cache_chunk, extra_instruction_negatives=extra_instruction_negatives,
                  temperature=temperature, learn_temperature=learn_temperature, lora=lora, gguf_file=gguf_file,
                  limit=limit, max_steps=max_steps, save_steps=save_steps, eval_benchmark=eval_benchmark,

@@ -43,6 +43,7 @@ class TrainConfig:
     gradient_accumulation: int = 1
     grad_cache_chunk: int = field(default=0, metadata={"help": "Encode in chunks of this many texts with gradient caching (0: off)."})
     learning_rate: float = 5e-5
+    interaction_lr_multiplier: float = field(default=20.0, metadata={"help": "Learning rate of the (freshly initialised) cross-attention block, as a multiple of learning_rate."})
     weight_decay: float = 0.01
     warmup_ratio: float = 0.1
     scheduler: str = field(default="linear", metadata={"help": "linear | cosine | constant (after warmup)."})
