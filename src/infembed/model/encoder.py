@@ -62,20 +62,16 @@ def load_sentence_transformer(
                 modules=[st[0], Pooling(dim, pooling_mode=_ST_POOLING[pooling]), Normalize()], device=device
             )
     else:
-        extra: dict[str, Any] = {}
-        cached = gguf.cached_checkpoint(name_or_path, gguf_file, dtype, kind="base") if gguf_file is not None else None
-        if cached is not None and (cached / "config.json").exists():
-            name_or_path, gguf_file = str(cached), None  # parsed and dequantised before: a plain checkpoint
-        elif gguf_file is not None:
-            extra = {"gguf_file": gguf_file}
+        name_or_path, gguf_file, save_to = gguf.resolve(name_or_path, gguf_file, dtype, kind="base")
+        extra: dict[str, Any] = {"gguf_file": gguf_file} if gguf_file is not None else {}
         transformer = Transformer(
             name_or_path,
             model_kwargs={**model_kwargs, **extra},
             processor_kwargs=dict(extra),
             config_kwargs=dict(extra),
         )
-        if gguf_file is not None and gguf.forget_quantizer(transformer.model) and cached is not None:
-            gguf.save_checkpoint(transformer.model, transformer.tokenizer, cached)
+        if gguf_file is not None:
+            gguf.save_if_dequantised(transformer.model, transformer.tokenizer, save_to)
         mode = pooling or "mean"
         st = SentenceTransformer(
             modules=[transformer, Pooling(transformer.get_embedding_dimension(), pooling_mode=_ST_POOLING[mode]), Normalize()],

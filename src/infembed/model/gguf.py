@@ -30,11 +30,9 @@ def forget_quantizer(model: Any) -> bool:
 
 def cached_checkpoint(directory: str, gguf_file: str, dtype: Any = None, kind: str = "base") -> Path | None:
     """Where a local GGUF file's dequantised checkpoint is cached (None: not cached, e.g. a hub GGUF or
-    ``INFEMBED_GGUF_CACHE=0``). transformers parses a GGUF file once for the config, once for the tokenizer and
-    again for the weights, and dequantises on every load (tens of seconds even for 135M parameters); the
-    cached copy loads like any checkpoint. The key covers the file (path, size, mtime), the dtype, the model
-    class (``kind``: a bare backbone or a causal LM with its head) and the transformers version, so a changed
-    file or library is never served stale weights."""
+    ``INFEMBED_GGUF_CACHE=0``). The key covers the file (path, size, mtime), the dtype, the model class
+    (``kind``: a bare backbone or a causal LM with its head) and the transformers version, so a changed file or
+    library is never served stale weights."""
     path = Path(directory) / gguf_file
     if os.environ.get("INFEMBED_GGUF_CACHE", "1") == "0" or not path.is_file():
         return None
@@ -47,6 +45,21 @@ def cached_checkpoint(directory: str, gguf_file: str, dtype: Any = None, kind: s
     stat = path.stat()
     key = f"{path.resolve()}|{stat.st_size}|{stat.st_mtime_ns}|{dtype}|{kind}|{transformers.__version__}"
     return cache_dir() / "gguf" / f"{path.stem}-{kind}-{hashlib.blake2b(key.encode(), digest_size=8).hexdigest()}"
+
+
+def resolve(directory: str, gguf_file: str | None, dtype: Any = None, kind: str = "base") -> tuple[str, str | None, Path | None]:
+    """``(what to load, gguf_file to pass or None, where to save the dequantised model after loading or None)``:
+    the cached checkpoint when there is one, else the GGUF file itself (and its future cache dir)."""
+    cached = cached_checkpoint(directory, gguf_file, dtype, kind) if gguf_file else None
+    if cached is not None and (cached / "config.json").exists():
+        return str(cached), None, None
+    return directory, gguf_file, cached
+
+
+def save_if_dequantised(model: Any, tokenizer: Any, target: Path | None) -> None:
+    """After a GGUF load: drop the quantizer and, when ``target`` is given, cache the float checkpoint there."""
+    if forget_quantizer(model) and target is not None:
+        save_checkpoint(model, tokenizer, target)
 
 
 def save_checkpoint(model: Any, tokenizer: Any, target: Path) -> None:

@@ -55,18 +55,15 @@ class TransformersBackend:
         from infembed.model import gguf
 
         self._torch = torch
-        source = model
-        cached = gguf.cached_checkpoint(model, gguf_file, kind="causal-lm") if gguf_file else None
-        if cached is not None and (cached / "config.json").exists():
-            source, gguf_file = str(cached), None  # dequantised before: a plain checkpoint
+        self.name = name or (gguf_file or Path(model).name)
+        source, gguf_file, save_to = gguf.resolve(model, gguf_file, kind="causal-lm")
         kwargs: dict[str, Any] = {"gguf_file": gguf_file} if gguf_file else {}
         self.tokenizer = AutoTokenizer.from_pretrained(source, **kwargs)
         self.model = AutoModelForCausalLM.from_pretrained(source, **kwargs)
-        if gguf_file and gguf.forget_quantizer(self.model) and cached is not None:
-            gguf.save_checkpoint(self.model, self.tokenizer, cached)
+        if gguf_file:
+            gguf.save_if_dequantised(self.model, self.tokenizer, save_to)
         self.model = self.model.to(device).eval()
         self.device = device
-        self.name = name or (gguf_file or Path(model).name)
         self._lock = threading.Lock()
         self.context_length = int(getattr(self.model.config, "max_position_embeddings", 0) or 0)
 
