@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from dist_worker import gradients, make_config, make_trainer, rank_batch
+from dist_worker import assert_gradients_close, gradients, make_config, make_trainer, rank_batch
 
 
 def _loss_and_grads(config, rows, eval_mode):
@@ -44,10 +44,8 @@ def test_grad_cache_equals_plain_batch(rows, interaction, chunk, eval_mode):
         assert len(batch.queries) > 2 * chunk and len(batch.passages) > chunk  # really several chunks
 
     assert cached_loss == pytest.approx(plain_loss, rel=1e-5)
-    assert set(cached) == set(plain)
     assert sum(float(g.abs().sum()) for g in plain.values()) > 0
-    for name, expected in plain.items():
-        torch.testing.assert_close(cached[name], expected, rtol=1e-4, atol=1e-6, msg=name)
+    assert_gradients_close(cached, plain)
 
 
 def test_grad_cache_with_dropout_differs_from_a_second_plain_draw(rows):
@@ -80,8 +78,7 @@ def test_length_buckets_equal_one_padded_batch(rows):
         (embeddings * weights).sum().backward()
         results.append((embeddings.detach(), gradients(trainer)))
     (whole, whole_grads), (bucketed, bucketed_grads) = results
-    torch.testing.assert_close(bucketed, whole, rtol=1e-5, atol=1e-6)
-    # the float32 summation order differs between the two: tolerance scaled to each tensor
-    for name, expected in whole_grads.items():
-        atol = 1e-5 * float(expected.abs().max()) + 1e-8
-        torch.testing.assert_close(bucketed_grads[name], expected, rtol=1e-4, atol=atol, msg=name)
+    # embeddings are unit vectors: an absolute tolerance is scaled to the quantity as a whole
+    torch.testing.assert_close(bucketed, whole, rtol=0, atol=1e-5)
+    # the float32 summation order differs between the two: tolerance scaled to the whole model's gradient
+    assert_gradients_close(bucketed_grads, whole_grads)
