@@ -56,6 +56,7 @@ def data_dir(explicit: Path | None = None) -> Path:
 def _register() -> None:
     from infembed.cli import demo as _demo  # noqa: F401
     from infembed.cli import evaluate as _evaluate  # noqa: F401  (commands register on import)
+    from infembed.cli import exclusions as _exclusions  # noqa: F401
     from infembed.cli import train as _train  # noqa: F401
 
     for module_name, kind in (("infembed.cli.synth", "typer"), ("infembed.cli.search", "register")):

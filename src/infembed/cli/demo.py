@@ -19,7 +19,8 @@ def demo_command(
     device: str = typer.Option(None, "--device"),
 ) -> None:
     """Evaluate BM25 and the base MiniLM on the Cranfield dev benchmarks, train InF-Embed (multivariate P,I) on
-    the shared InF-IR sample, evaluate the trained model, and print the table and a PNG."""
+    the shared InF-IR sample, evaluate the trained model, each plain and with exclusion-aware scoring, and print
+    the table and a PNG."""
     from infembed.data.formats import load_benchmark
     from infembed.data.jsonl import write_json
     from infembed.evaluate.report import plot_results, print_results
@@ -38,8 +39,13 @@ def demo_command(
     for bench in benchmarks:
         for spec in specs:
             ret = build_retriever(spec, device=device)
-            result = evaluate(bench, ret, model_name={"default": "all-MiniLM-L6-v2 (base)", "bm25": "BM25"}.get(spec, "InF-Embed MiniLM (trained)"))
-            results.append(result)
-            write_json(output / "results" / f"{bench.name}__{Path(result['model']).name.split(' ')[0]}.json", result)
+            name = {"default": "all-MiniLM-L6-v2 (base)", "bm25": "BM25"}.get(spec, "InF-Embed MiniLM (trained)")
+            # each retriever twice: plain, then exclusion-aware (rules splitter, the retriever's fitted settings)
+            for exclusions in ("off", "rules"):
+                ret.exclusions = ret.exclusions.with_splitter(exclusions)
+                result = evaluate(bench, ret, model_name=name)
+                results.append(result)
+                suffix = "" if exclusions == "off" else "__exclusions"
+                write_json(output / "results" / f"{bench.name}__{Path(name).name.split(' ')[0]}{suffix}.json", result)
     print_results(results, title="infembed demo: instruction following on Cranfield dev (x100)")
     console.print(f"wrote {plot_results(results, output / 'demo.png')}")

@@ -21,6 +21,9 @@ def eval_command(
     device: str = typer.Option(None, "--device", help="cpu, cuda, cuda:1 ... (default: cuda if available)"),
     output: Path = typer.Option(None, "--output", "-o", help="results.json (one run) or a directory (one file per run)."),
     no_cache: bool = typer.Option(False, "--no-cache", help="Do not reuse corpus embeddings cached on disk."),
+    exclusions: str = typer.Option("off", "--exclusions", help="Exclusion-aware scoring: 'off' (plain), 'rules' (split each instruction into what to find and what to leave out with English rules, penalise documents matching an excluded aspect) or 'llm' (split with an LLM: --exclusion-llm-url/--exclusion-llm-model). See docs/instructions.md."),
+    exclusion_llm_url: str = typer.Option(None, "--exclusion-llm-url", help="OpenAI-compatible base URL for --exclusions llm (e.g. http://127.0.0.1:8080/v1)."),
+    exclusion_llm_model: str = typer.Option(None, "--exclusion-llm-model", help="Model name for --exclusions llm."),
 ) -> None:
     """Evaluate retrievers on instruction benchmarks: p-MRR, MAP@1000, nDCG@k (printed x100), results.json."""
     from infembed.data.formats import load_benchmark
@@ -32,13 +35,15 @@ def eval_command(
     specs = [r for r in (retriever or []) if r != "dense"] + list(model or [])
     if not specs:
         raise ValueError("give --model M and/or --retriever bm25")
+    splitter = exclusion_splitter_from_flags(exclusions, exclusion_llm_url, exclusion_llm_model)
     results = []
     for bench_spec in benchmark:
         bench = load_benchmark(bench_spec)
         console.print(f"[bold]{bench.name}[/]: {len(bench.corpus)} documents, {len(bench.queries)} queries"
                       + (", reranking top_ranked" if bench.top_ranked else ""))
         for spec in specs:
-            ret = build_retriever(spec, template=template, batch_size=batch_size, device=device, cache=not no_cache)
+            ret = build_retriever(spec, template=template, batch_size=batch_size, device=device, cache=not no_cache,
+                                  exclusions=exclusions, exclusion_splitter=splitter)
             results.append(evaluate(bench, ret, top_k=top_k, model_name=spec))
     print_results(results)
     if output is not None:
@@ -49,6 +54,23 @@ def eval_command(
                 name = f"{Path(r['benchmark']).name}__{Path(str(r['model'])).name}.json".replace("/", "_")
                 write_json(output / name, r)
         console.print(f"wrote {output}")
+
+
+def exclusion_splitter_from_flags(exclusions: str, url: str | None, model: str | None):
+    """Check ``--exclusions`` and build the LLM splitter it may need (None for off/rules)."""
+    from infembed.instructions import SPLITTERS, llm_splitter
+
+    if exclusions not in SPLITTERS:
+        raise ValueError(f"--exclusions must be one of {', '.join(SPLITTERS)}, got {exclusions!r}")
+    if exclusions != "llm":
+        if url or model:
+            raise ValueError("--exclusion-llm-url/--exclusion-llm-model apply to --exclusions llm only")
+        return None
+    if not url or not model:
+        raise ValueError("--exclusions llm needs --exclusion-llm-url and --exclusion-llm-model")
+    from infembed import cache_dir
+
+    return llm_splitter(url, model, cache=str(cache_dir() / "exclusion-splits.sqlite"))
 
 
 @app.command("report")

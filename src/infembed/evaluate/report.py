@@ -93,18 +93,31 @@ def results_table(results: Sequence[dict[str, Any]], title: str = "infembed eval
     from rich.table import Table
 
     table = Table(title=title, title_justify="left")
-    for name, justify in [("benchmark", "left"), ("model", "left"), ("p-MRR", "right"), ("score", "right"),
-                          ("metric", "left"), ("nDCG@5", "right"), ("nDCG@10", "right"), ("queries", "right"),
-                          ("seconds", "right")]:
+    for name, justify in [("benchmark", "left"), ("model", "left"), ("exclusions", "left"), ("p-MRR", "right"),
+                          ("score", "right"), ("metric", "left"), ("nDCG@5", "right"), ("nDCG@10", "right"),
+                          ("changed nDCG@10", "right"), ("queries", "right"), ("seconds", "right")]:
         table.add_column(name, justify=justify)
     for r in results:
         og = r.get("og") or {}
+        changed = r.get("changed") or {}
         table.add_row(
-            str(r["benchmark"]), _short(str(r["model"])), _fmt(r.get("p-MRR")), _fmt(r.get("score")),
-            str(r.get("main_score", "")), _fmt(og.get("ndcg_at_5")), _fmt(og.get("ndcg_at_10")),
-            str(r.get("n_queries", "")), f"{r.get('seconds') or 0:.1f}",
+            str(r["benchmark"]), _short(str(r["model"])), exclusions_label(r), _fmt(r.get("p-MRR")),
+            _fmt(r.get("score")), str(r.get("main_score", "")), _fmt(og.get("ndcg_at_5")), _fmt(og.get("ndcg_at_10")),
+            _fmt(changed.get("ndcg_at_10")), str(r.get("n_queries", "")), f"{r.get('seconds') or 0:.1f}",
         )
     return table
+
+
+def exclusions_label(result: dict[str, Any]) -> str:
+    """'off', or the splitter used for exclusion-aware scoring ('rules', 'llm:model')."""
+    setting = result.get("exclusions", "off")
+    return setting.get("splitter", "rules") if isinstance(setting, dict) else str(setting)
+
+
+def run_label(result: dict[str, Any]) -> str:
+    """The model's short name, marked when exclusion-aware scoring was on."""
+    label = _short(str(result["model"]))
+    return label if exclusions_label(result) == "off" else f"{label} + exclusions ({exclusions_label(result)})"
 
 
 def _short(name: str) -> str:
@@ -130,8 +143,8 @@ def plot_results(results: Sequence[dict[str, Any]], path: str | Path) -> Path:
     import numpy as np
 
     benchmarks = list(dict.fromkeys(r["benchmark"] for r in results))
-    models = list(dict.fromkeys(_short(str(r["model"])) for r in results))
-    by_key = {(r["benchmark"], _short(str(r["model"]))): r for r in results}
+    models = list(dict.fromkeys(run_label(r) for r in results))
+    by_key = {(r["benchmark"], run_label(r)): r for r in results}
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.5))
     width = 0.8 / max(len(models), 1)
     x = np.arange(len(benchmarks))
@@ -149,7 +162,7 @@ def plot_results(results: Sequence[dict[str, Any]], path: str | Path) -> Path:
     for r in results:
         values = sorted(100 * q["p-MRR"] for q in r.get("per_query", {}).values() if "p-MRR" in q)
         if values:
-            ax.plot(np.linspace(0, 1, len(values)), values, label=f"{_short(str(r['model']))} / {r['benchmark']}")
+            ax.plot(np.linspace(0, 1, len(values)), values, label=f"{run_label(r)} / {r['benchmark']}")
     ax.axhline(0, color="black", linewidth=0.6)
     ax.set_title("per-query p-MRR x100 (sorted)")
     ax.set_xlabel("fraction of queries")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
@@ -19,6 +19,8 @@ import numpy as np
 
 from infembed import cache_dir
 from infembed.data.records import Document
+from infembed.exclusions import DEFAULTS, ExclusionSettings, exclusion_aware_scores
+from infembed.instructions import Instruction
 from infembed.templates import DEFAULT_TEMPLATE, join, resolve_template
 
 Run = dict[str, dict[str, float]]
@@ -74,14 +76,54 @@ def document_text(doc: Document) -> str:
     return doc.full_text(" ")
 
 
-class BM25Retriever:
-    """Okapi BM25 through bm25s (English stopwords, no stemming by default, as in the dev-set reference)."""
+def candidate_pools(query_ids: Sequence[str], candidates: Mapping[str, Sequence[str]] | None,
+                    doc_index: Mapping[str, int]) -> list[np.ndarray] | None:
+    """Each query's candidate documents as indices (the pool exclusion scores are standardised over)."""
+    if candidates is None:
+        return None
+    return [np.fromiter((doc_index[d] for d in candidates.get(q, ()) if d in doc_index), dtype=np.int64) for q in query_ids]
+
+
+def resolve_exclusions(exclusions: ExclusionSettings | str | None, default: ExclusionSettings) -> ExclusionSettings:
+    """``None``/``"off"`` -> off; ``"rules"``/``"llm"`` -> the retriever's fitted settings with that splitter."""
+    if exclusions is None:
+        return default.with_splitter("off")
+    if isinstance(exclusions, str):
+        return default.with_splitter(exclusions)
+    return exclusions
+
+
+class _ExclusionAware:
+    """Shared by the retrievers: exclusion settings and the splitter (a callable for ``llm``)."""
+
+    exclusions: ExclusionSettings
+    exclusion_splitter: Callable[[str], Instruction] | None = None
+
+    def _set_exclusions(self, exclusions, default: ExclusionSettings, splitter) -> None:
+        self.exclusions = resolve_exclusions(exclusions, default)
+        self.exclusion_splitter = splitter
+        if self.exclusions.splitter == "llm" and splitter is None:
+            raise ValueError("exclusions 'llm' needs an endpoint (--exclusion-llm-url and --exclusion-llm-model)")
+
+    def _scores(self, score_pairs, query_ids, queries, instructions, candidates) -> np.ndarray:
+        pools = candidate_pools(query_ids, candidates, self.doc_index) if candidates is not None else None
+        return exclusion_aware_scores(score_pairs, list(queries), list(instructions), self.exclusions,
+                                      self.exclusion_splitter, pools)
+
+
+class BM25Retriever(_ExclusionAware):
+    """Okapi BM25 through bm25s (English stopwords, no stemming by default, as in the dev-set reference).
+
+    ``exclusions`` (``"off"``, ``"rules"``, ``"llm"`` or :class:`ExclusionSettings`) turns on exclusion-aware
+    scoring (:mod:`infembed.exclusions`) with the settings fitted for BM25."""
 
     name = "bm25"
 
     def __init__(self, template: str | None = None, *, stopwords: str | None = "en", stemmer: str | None = None,
-                 k1: float = 1.5, b: float = 0.75):
+                 k1: float = 1.5, b: float = 0.75, exclusions: ExclusionSettings | str | None = None,
+                 exclusion_splitter: Callable[[str], Instruction] | None = None):
         self.template = resolve_template(template or DEFAULT_TEMPLATE)
+        self._set_exclusions(exclusions, DEFAULTS["bm25"], exclusion_splitter)
         self.stopwords, self.k1, self.b = stopwords, k1, b
         self._stemmer = None
         if stemmer:
@@ -101,22 +143,36 @@ class BM25Retriever:
         self._model.index(tokens, show_progress=False)
 
     def retrieve(self, query_ids, queries, instructions, *, top_k=1000, candidates=None) -> Run:
-        import bm25s
 
         if self._model is None:
             raise RuntimeError("call index(corpus) first")
-        texts = [join(self.template, q, i) for q, i in zip(queries, instructions)]
-        tokenized = bm25s.tokenize(texts, stopwords=self.stopwords, stemmer=self._stemmer, return_ids=False, show_progress=False)
-        scores = np.stack([self._model.get_scores(tokens) for tokens in tokenized]) if texts else np.zeros((0, len(self.doc_ids)))
+        scores = self._scores(self.score_pairs, query_ids, queries, instructions, candidates)
         return top_k_run(scores, query_ids, self.doc_ids, top_k, candidates, self.doc_index)
 
+    def score_pairs(self, queries: Sequence[str], instructions: Sequence[str | None]) -> np.ndarray:
+        """BM25 scores of each joined (query, instruction) text against every indexed document."""
+        import bm25s
 
-class DenseRetriever:
-    """Exact inner-product search over L2-normalised embeddings of an :class:`~infembed.model.InFEmbed` model."""
+        texts = [join(self.template, q, i) for q, i in zip(queries, instructions)]
+        tokenized = bm25s.tokenize(texts, stopwords=self.stopwords, stemmer=self._stemmer, return_ids=False, show_progress=False)
+        if not texts:
+            return np.zeros((0, len(self.doc_ids)), dtype=np.float32)
+        return np.stack([self._model.get_scores(tokens) for tokens in tokenized])
+
+
+class DenseRetriever(_ExclusionAware):
+    """Exact inner-product search over L2-normalised embeddings of an :class:`~infembed.model.InFEmbed` model.
+
+    ``exclusions`` as for :class:`BM25Retriever`; the settings are the model's own fit (``infembed.json``), or
+    the dense defaults fitted on the base MiniLM."""
 
     def __init__(self, model, *, batch_size: int = 32, cache: bool = True, template: str | None = None,
-                 show_progress: bool = True):
+                 show_progress: bool = True, exclusions: ExclusionSettings | str | None = None,
+                 exclusion_splitter: Callable[[str], Instruction] | None = None):
         self.model = model
+        fitted = getattr(getattr(model, "config", None), "exclusions", None)
+        self._set_exclusions(exclusions, ExclusionSettings.from_json(fitted) if fitted else DEFAULTS["dense"],
+                             exclusion_splitter)
         # the override lives here, not on the (possibly shared) model object
         if template is not None and getattr(model, "interaction", None) is not None:
             raise ValueError("--template applies to concatenation models only; this model uses cross-attention")
@@ -159,18 +215,25 @@ class DenseRetriever:
     def retrieve(self, query_ids, queries, instructions, *, top_k=1000, candidates=None) -> Run:
         if self._embeddings is None:
             raise RuntimeError("call index(corpus) first")
-        q = self.model.encode_queries(queries, instructions, batch_size=self.batch_size, template=self._template,
-                                      progress="encoding queries" if self.show_progress else None)
-        scores = q @ self._embeddings.T
+        scores = self._scores(self.score_pairs, query_ids, queries, instructions, candidates)
         return top_k_run(scores, query_ids, self.doc_ids, top_k, candidates, self.doc_index)
+
+    def score_pairs(self, queries: Sequence[str], instructions: Sequence[str | None]) -> np.ndarray:
+        """Cosine of each (query, instruction) embedding with every indexed document."""
+        q = self.model.encode_queries(list(queries), list(instructions), batch_size=self.batch_size,
+                                      template=self._template,
+                                      progress="encoding queries" if self.show_progress else None)
+        return q @ self._embeddings.T
 
 
 def build_retriever(spec: str, *, template: str | None = None, batch_size: int = 32, device: str | None = None,
-                    cache: bool = True, show_progress: bool = True) -> Retriever:
+                    cache: bool = True, show_progress: bool = True, exclusions: ExclusionSettings | str | None = None,
+                    exclusion_splitter: Callable[[str], Instruction] | None = None) -> Retriever:
     """``"bm25"`` or a model (dir or hub name; ``"default"`` is the packaged MiniLM)."""
     if spec.lower() == "bm25":
-        return BM25Retriever(template=template)
+        return BM25Retriever(template=template, exclusions=exclusions, exclusion_splitter=exclusion_splitter)
     from infembed.model import InFEmbed
 
     model = InFEmbed.load(spec, device=device)
-    return DenseRetriever(model, batch_size=batch_size, cache=cache, template=template, show_progress=show_progress)
+    return DenseRetriever(model, batch_size=batch_size, cache=cache, template=template, show_progress=show_progress,
+                          exclusions=exclusions, exclusion_splitter=exclusion_splitter)

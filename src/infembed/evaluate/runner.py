@@ -27,6 +27,33 @@ def _k_values(main_score: str, top_k: int) -> list[int]:
     return sorted(ks)
 
 
+def _exclusions_record(retriever: Retriever) -> dict[str, Any] | str:
+    settings = getattr(retriever, "exclusions", None)
+    if settings is None or not settings.enabled:
+        return "off"
+    record = settings.to_json()
+    if retriever.exclusion_splitter is not None:
+        record["splitter"] = getattr(retriever.exclusion_splitter, "name", "llm")
+    return record
+
+
+def _record_splits(result: dict[str, Any], benchmark: Benchmark, retriever: Retriever, qids: list[str]) -> None:
+    """Per query, the keep/exclude split each instruction was scored with (only where something was excluded)."""
+    settings = getattr(retriever, "exclusions", None)
+    if settings is None or not settings.enabled:
+        return
+    from infembed.instructions import split_instruction
+
+    splitter = retriever.exclusion_splitter or settings.splitter
+    for q in qids:
+        query = benchmark.queries[q]
+        for field in ("og", "changed"):
+            instruction = getattr(query, f"instruction_{field}", None)
+            split = split_instruction(instruction, splitter) if instruction else None
+            if split is not None and split.exclude:
+                result["per_query"][q][f"split_{field}"] = split.to_json()
+
+
 def evaluate(benchmark: Benchmark, retriever: Retriever, *, top_k: int = 1000, model_name: str | None = None) -> dict[str, Any]:
     start = time.perf_counter()
     candidates = benchmark.top_ranked
@@ -58,6 +85,7 @@ def evaluate(benchmark: Benchmark, retriever: Retriever, *, top_k: int = 1000, m
         "n_queries": len(qids),
         "top_k": top_k,
         "reranking": candidates is not None,
+        "exclusions": _exclusions_record(retriever),
     }
     if benchmark.has_changed:
         changed_qids = [q for q in qids if benchmark.queries[q].instruction_changed is not None]
@@ -76,5 +104,6 @@ def evaluate(benchmark: Benchmark, retriever: Retriever, *, top_k: int = 1000, m
             if q in pm.per_query:
                 entry["p-MRR"] = pm.per_query[q]
                 entry["changed_documents"] = pm.per_document[q]
+    _record_splits(result, benchmark, retriever, qids)
     result["seconds"] = round(time.perf_counter() - start, 3)
     return result

@@ -63,6 +63,8 @@ class ModelConfig:
     gguf_file: str | None = None
     training: dict[str, Any] = field(default_factory=dict)
     versions: dict[str, str] = field(default_factory=dict)
+    #: exclusion-aware scoring settings fitted for this model (infembed.exclusions.fit), or {} for the defaults
+    exclusions: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.interaction not in INTERACTIONS:
@@ -206,7 +208,7 @@ class InFEmbed(nn.Module):
         """A short id of this model's weights and settings; indexes and caches are keyed by it."""
         digest = hashlib.sha256()
         # the template only shapes query texts, so passage embeddings (caches, indexes) do not depend on it
-        skip = ("training", "versions", "base_model", "template")
+        skip = ("training", "versions", "base_model", "template", "exclusions")
         settings = {k: v for k, v in asdict(self.config).items() if k not in skip}
         digest.update(json.dumps(settings, sort_keys=True).encode())
         for module in (self.encoder.backbone, self.passage_encoder.backbone if self.passage_encoder else None, self.interaction):
