@@ -93,17 +93,18 @@ def results_table(results: Sequence[dict[str, Any]], title: str = "infembed eval
     from rich.table import Table
 
     table = Table(title=title, title_justify="left")
-    for name, justify in [("benchmark", "left"), ("model", "left"), ("exclusions", "left"), ("p-MRR", "right"),
-                          ("score", "right"), ("metric", "left"), ("nDCG@5", "right"), ("nDCG@10", "right"),
-                          ("changed nDCG@10", "right"), ("queries", "right"), ("seconds", "right")]:
+    for name, justify in [("benchmark", "left"), ("model", "left"), ("p-MRR", "right"), ("score", "right"),
+                          ("metric", "left"), ("nDCG@5", "right"), ("nDCG@10", "right"), ("changed nDCG@10", "right"),
+                          ("exclusions", "left"), ("queries", "right"), ("seconds", "right")]:
         table.add_column(name, justify=justify)
     for r in results:
         og = r.get("og") or {}
         changed = r.get("changed") or {}
         table.add_row(
-            str(r["benchmark"]), _short(str(r["model"])), exclusions_label(r), _fmt(r.get("p-MRR")),
-            _fmt(r.get("score")), str(r.get("main_score", "")), _fmt(og.get("ndcg_at_5")), _fmt(og.get("ndcg_at_10")),
-            _fmt(changed.get("ndcg_at_10")), str(r.get("n_queries", "")), f"{r.get('seconds') or 0:.1f}",
+            str(r["benchmark"]), _short(str(r["model"])), _fmt(r.get("p-MRR")), _fmt(r.get("score")),
+            str(r.get("main_score", "")), _fmt(og.get("ndcg_at_5")), _fmt(og.get("ndcg_at_10")),
+            _fmt(changed.get("ndcg_at_10")), exclusions_label(r), str(r.get("n_queries", "")),
+            f"{r.get('seconds') or 0:.1f}",
         )
     return table
 
