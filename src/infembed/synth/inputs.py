@@ -3,7 +3,9 @@
 Three sources, all returning a :class:`SeedData`:
 
 * :func:`read_beir_dir`: a BEIR dir (``corpus.jsonl``, ``queries.jsonl``, ``qrels/<split>.tsv``); every
-  qrels line with score > 0 is one pair; distractors come from the whole corpus.
+  qrels line with score > 0 is one pair; distractors come from the whole corpus. The corpus is read by the
+  evaluation's reader and a passage is ``Document.full_text()``, title and text joined as evaluation joins
+  them, so the same BEIR dir gives the same passages in synthesis and evaluation.
 * :func:`read_pairs_jsonl`: JSONL with ``query`` and ``passage`` (aliases: ``query_positive``, ``document``,
   ``document_positive``, ``pos``), optional ``id``, ``query_id``, ``doc_id`` and ``language`` (code);
   distractors come from the other rows' passages.
@@ -21,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from infembed.data.errors import DataError
+from infembed.data.formats import read_corpus
 from infembed.data.jsonl import iter_jsonl, open_text, require_str
 
 
@@ -58,12 +61,7 @@ def read_beir_dir(path: str | Path, split: str = "test", limit: int | None = Non
             raise DataError(
                 "file not found", needed, hint="a BEIR dir needs corpus.jsonl, queries.jsonl, qrels/"
             )
-    corpus: dict[str, str] = {}
-    for line, obj in iter_jsonl(corpus_path):
-        doc_id = require_str(obj, "_id", corpus_path, line)
-        text = require_str(obj, "text", corpus_path, line, allow_empty=True)
-        title = obj.get("title") or ""
-        corpus[doc_id] = f"{title}. {text}" if title and text else (text or title)
+    corpus = {doc_id: doc.full_text() for doc_id, doc in read_corpus(corpus_path).items()}
     queries: dict[str, str] = {}
     for line, obj in iter_jsonl(queries_path):
         queries[require_str(obj, "_id", queries_path, line)] = require_str(obj, "text", queries_path, line)
