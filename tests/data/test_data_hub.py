@@ -36,8 +36,9 @@ HUB_FILES: dict[tuple[str, str | None], dict[str, Path]] = {
         ]
     },
     **{
-        (f"jhu-clsp/{short}-instructions-mteb", config): {split: FIXTURES / "followir_mteb" / f"{file}.jsonl"}
+        (repo, config): {split: FIXTURES / "followir_mteb" / f"{file}.jsonl"}
         for short in ("robust04", "core17", "news21")
+        for repo in (f"jhu-clsp/{short}-instructions-mteb", f"mteb/{short.title()}InstructionRetrieval")
         for config, split, file in [
             ("corpus", "corpus", "corpus"),
             ("queries", "queries", "queries"),
@@ -53,15 +54,20 @@ HUB_FILES: dict[tuple[str, str | None], dict[str, Path]] = {
     ("xlangai/BRIGHT", "gpt4_reason"): {"biology": FIXTURES / "bright/examples.jsonl"},
     ("MAIR-Bench/MAIR-Queries", "SciFact"): {"queries": FIXTURES / "mair/SciFact.queries.jsonl"},
     ("MAIR-Bench/MAIR-Docs", "SciFact"): {"docs": FIXTURES / "mair/SciFact.docs.jsonl"},
+    # MAIR's real split names: one query split per CQADupStack forum, each with its doc split
     ("MAIR-Bench/MAIR-Queries", "CQADupStack"): {
-        "android_queries": FIXTURES / "mair/CQADupStack.android_queries.jsonl",
-        "gaming_queries": FIXTURES / "mair/CQADupStack.gaming_queries.jsonl",
+        f"CQADupStack_{forum}_queries": FIXTURES / f"mair/CQADupStack.CQADupStack_{forum}_queries.jsonl"
+        for forum in ("Android", "Gaming")
     },
     ("MAIR-Bench/MAIR-Docs", "CQADupStack"): {
-        "android_docs": FIXTURES / "mair/CQADupStack.android_docs.jsonl",
-        "gaming_docs": FIXTURES / "mair/CQADupStack.gaming_docs.jsonl",
+        f"CQADupStack_{forum}_docs": FIXTURES / f"mair/CQADupStack.CQADupStack_{forum}_docs.jsonl"
+        for forum in ("Android", "Gaming")
     },
-    ("InF-IR/InF-IR", None): {"train": FIXTURES / "inf_ir_rows.jsonl"},
+    # as on the hub: no `train` split; `msmarco` is the one the reference code reads
+    ("InF-IR/InF-IR", None): {
+        "msmarco": FIXTURES / "inf_ir_hub/msmarco.jsonl",
+        "other": FIXTURES / "inf_ir_hub/other.jsonl",
+    },
 }
 
 
@@ -114,8 +120,18 @@ def test_registry_declares_sources_scores_and_citations():
     assert hub.get_spec("mair/SciFact").main_score == "ndcg_at_10"
     robust = hub.get_spec("FollowIR/Robust04")  # names are case-insensitive
     assert robust.repo == "jhu-clsp/robust04-instructions" and len(robust.revision) == 40
-    assert robust.mteb_repo == "jhu-clsp/robust04-instructions-mteb"
+    # mteb 2 reads mteb/<Task> now; the older jhu-clsp -mteb copy stays readable by name
+    assert robust.mteb_repo == "mteb/Robust04InstructionRetrieval" and len(robust.mteb_revision) == 40
+    assert [repo for repo, _ in robust.mteb_copies] == [
+        "mteb/Robust04InstructionRetrieval",
+        "jhu-clsp/robust04-instructions-mteb",
+    ]
     assert all(spec.citation.startswith("@") for spec in hub.REGISTRY.values())
+    # FollowIR's headline metric is its paper's choice, not mteb's main score (p-MRR)
+    assert {hub.get_spec(f"followir/{s}").main_score_source for s in ("robust04", "core17", "news21")} == {
+        "FollowIR paper (mteb's main score is p-MRR)"
+    }
+    assert all(spec.main_score_source for spec in hub.REGISTRY.values())
 
 
 def test_unknown_name_lists_known_names_and_suggests():
@@ -151,7 +167,8 @@ def test_followir_rows_keep_og_and_changed_apart():
     bench = followir_fixture()
     assert set(bench.queries) == {"301", "302"}  # 399 has no og judgments and is dropped, as in mteb
     assert bench.qrels_og["301"] == {"FBIS3-1": 2, "FBIS3-2": 1, "LA-3": 0}
-    assert bench.qrels_changed["301"] == {"FBIS3-1": 2, "FBIS3-2": 0, "LA-3": 0}  # not swapped
+    assert bench.qrels_changed["301"] == {"FBIS3-1": 1, "FBIS3-2": 0, "LA-3": 0}  # not swapped
+    assert bench.changed_documents is None  # the original layout has no qrel_diff: p-MRR recomputes
     assert all(isinstance(score, int) for docs in bench.qrels_og.values() for score in docs.values())
     q = bench.queries["301"]
     assert q.text == "ferry disasters"
@@ -179,6 +196,64 @@ def test_followir_mteb_layout_gives_the_same_benchmark():
     assert mteb.top_ranked == original.top_ranked
 
 
+def test_mteb_layout_keeps_the_data_sets_own_changed_documents():
+    """mteb 2 scores p-MRR over the data set's qrel_diff; recomputing "relevant under og, not under changed"
+    leaves out FBIS3-1 (judged 2, then 1: still relevant). The loader keeps qrel_diff and p-MRR uses it."""
+    from infembed.evaluate.metrics import changed_documents, p_mrr
+    from infembed.evaluate.retrievers import BM25Retriever
+    from infembed.evaluate.runner import evaluate
+
+    root = FIXTURES / "followir_mteb"
+    bench = hub.followir_from_mteb_rows(
+        *(Rows.from_jsonl(root / f"{t}.jsonl") for t in ("corpus", "queries", "default", "instruction")),
+        Rows.from_jsonl(root / "top_ranked.jsonl"),
+        Rows.from_jsonl(root / "qrel_diff.jsonl"),
+    )
+    assert bench.changed_documents == {"301": ["FBIS3-1", "FBIS3-2"], "302": ["FT-5"]}
+    assert changed_documents(bench.qrels_og, bench.qrels_changed)["301"] == ["FBIS3-2"]
+    result = evaluate(bench, BM25Retriever())
+    assert set(result["per_query"]["301"]["changed_documents"]) == {"FBIS3-1", "FBIS3-2"}
+    run_og = {"301": {"FBIS3-1": 3.0, "FBIS3-2": 2.0, "LA-3": 1.0}}
+    run_changed = {"301": {"FBIS3-1": 2.0, "FBIS3-2": 1.0, "LA-3": 3.0}}
+    recomputed = p_mrr(run_og, run_changed, bench.qrels_og, bench.qrels_changed)
+    given = p_mrr(run_og, run_changed, bench.qrels_og, bench.qrels_changed, bench.changed_documents)
+    assert recomputed.value == pytest.approx(1 - 2 / 3, abs=1e-12)  # FBIS3-2 alone: rank 2 -> 3
+    assert given.value == pytest.approx(((1 - 1 / 2) + (1 - 2 / 3)) / 2, abs=1e-12)  # and FBIS3-1: 1 -> 2
+
+
+def test_saved_benchmark_keeps_changed_documents_and_score_source(fake_hub, tmp_path):
+    bench = hub.load_named_benchmark("followir/core17", layout="mteb")
+    assert bench.changed_documents is not None and bench.main_score_source.startswith("FollowIR paper")
+    formats.save_benchmark(bench, tmp_path / "core17")
+    again = formats.load_benchmark(tmp_path / "core17")
+    assert again.changed_documents == bench.changed_documents
+    assert again.main_score_source == bench.main_score_source
+    bench.changed_documents = None  # saving one without its own list removes a stale one
+    formats.save_benchmark(bench, tmp_path / "core17")
+    assert formats.load_benchmark(tmp_path / "core17").changed_documents is None
+
+
+def test_followir_hub_repo_names_are_names_too(fake_hub):
+    """mteb's copies moved from jhu-clsp/<x>-instructions-mteb to mteb/<X>InstructionRetrieval: both names,
+    and the original repo's, read that repo at the revision mteb pins for it."""
+    spec = hub.get_spec("followir/core17")
+    for name, (repo, revision) in [
+        ("mteb/Core17InstructionRetrieval", spec.mteb_copies[0]),
+        ("jhu-clsp/core17-instructions-mteb", spec.mteb_copies[1]),
+        ("jhu-clsp/core17-instructions", (spec.repo, spec.revision)),
+    ]:
+        fake_hub.clear()
+        bench = formats.load_benchmark(name)
+        assert {call[0] for call in fake_hub} == {repo} and {call[3] for call in fake_hub} == {revision}
+        assert bench.name == "followir/core17" and bench.main_score == "map_at_1000"
+        assert bench.main_score_source == "FollowIR paper (mteb's main score is p-MRR)"
+    fake_hub.clear()
+    hub.load_named_benchmark("followir/core17", layout="mteb")  # the layout's default is mteb's copy now
+    assert {call[0] for call in fake_hub} == {"mteb/Core17InstructionRetrieval"}
+    with pytest.raises(DataError, match="is in the 'mteb' layout"):
+        hub.load_named_benchmark("mteb/Core17InstructionRetrieval", layout="original")
+
+
 def test_named_followir_reads_the_registered_tables(fake_hub):
     bench = hub.load_named_benchmark("followir/news21")
     assert bench.name == "followir/news21" and bench.main_score == "ndcg_at_5"
@@ -190,7 +265,7 @@ def test_named_followir_reads_the_registered_tables(fake_hub):
     assert bench.source == f"hf://datasets/{spec.repo}@{spec.revision}"
     fake_hub.clear()
     mteb = formats.load_benchmark("followir/robust04", layout="mteb")
-    assert {call[0] for call in fake_hub} == {"jhu-clsp/robust04-instructions-mteb"}
+    assert {call[0] for call in fake_hub} == {"mteb/Robust04InstructionRetrieval"}
     assert {call[3] for call in fake_hub} == {hub.get_spec("followir/robust04").mteb_revision}
     assert mteb.qrels_og == bench.qrels_og and mteb.main_score == "map_at_1000"
 
@@ -287,11 +362,46 @@ def test_bright_topics_file_with_trec_qrels():
     assert bench.queries["1"].instruction_og.startswith("Given a biology post")
     assert bench.qrels_og["1"] == {"plants_green/Chlorophyll_0.txt": 1, "plants_green/Chlorophyll_1.txt": 1}
     assert bench.excluded == {"1": ["plants_green/Answer_copy.txt"]}
+    assert bench.main_score_source == ""  # a local file says nothing about whose choice the score is
     with_docs = hub.load_bright_topics(
         FIXTURES / "bright/topics.bright-biology-original.jsonl.gz",
         documents=FIXTURES / "bright/documents.jsonl",
     )
     assert len(with_docs.corpus) == 6 and with_docs.qrels_og == bench.qrels_og
+
+
+@pytest.mark.parametrize(
+    ("anserini_name", "domain"),
+    [
+        ("earth-science", "earth_science"),
+        ("sustainable-living", "sustainable_living"),
+        ("theoremqa-questions", "theoremqa_questions"),
+        ("theoremqa-theorems", "theoremqa_theorems"),
+        ("biology", "biology"),
+        ("earth_science", "earth_science"),  # BRIGHT's own spelling too
+    ],
+)
+def test_bright_topics_domain_from_anserini_file_names(tmp_path, anserini_name, domain):
+    """anserini spells multi-word domains with hyphens; each must get its own domain's instruction."""
+    path = tmp_path / f"topics.bright-{anserini_name}-original.jsonl.gz"
+    path.write_bytes((FIXTURES / "bright/topics.bright-biology-original.jsonl.gz").read_bytes())
+    bench = hub.load_bright_topics(path)
+    assert bench.name == f"bright/{domain}"
+    assert bench.queries["1"].instruction_og == hub.bright_instruction(domain)
+
+
+def test_bright_topics_unknown_domain_is_an_error(tmp_path):
+    sample = (FIXTURES / "bright/topics.bright-biology-original.jsonl.gz").read_bytes()
+    for name in ("topics.bright-cooking-original.jsonl.gz", "my-topics.jsonl.gz"):
+        (tmp_path / name).write_bytes(sample)
+        with pytest.raises(DataError, match="domain") as caught:
+            hub.load_bright_topics(tmp_path / name)
+        assert name in str(caught.value) and "earth_science" in str(caught.value)
+    with pytest.raises(DataError, match="unknown BRIGHT domain 'cooking'"):
+        hub.load_bright_topics(tmp_path / "my-topics.jsonl.gz", domain="cooking")
+    assert hub.load_bright_topics(tmp_path / "my-topics.jsonl.gz", domain="earth-science").name == (
+        "bright/earth_science"
+    )
 
 
 def test_bright_topics_real_sample():
@@ -326,31 +436,66 @@ def test_named_mair_single_and_multi_split(fake_hub):
     bench = hub.load_named_benchmark("mair/SciFact")
     assert ("MAIR-Bench/MAIR-Docs", "SciFact", "docs", None) in fake_hub
     assert bench.name == "mair/SciFact" and len(bench.queries) == 2
+    assert bench.main_score_source == "MAIR paper"
     with pytest.raises(DataError) as caught:
         hub.load_named_benchmark("mair/CQADupStack")
-    assert "mair/CQADupStack/android_queries, mair/CQADupStack/gaming_queries" in str(caught.value)
-    gaming = hub.load_named_benchmark("mair/CQADupStack/gaming_queries")
-    assert ("MAIR-Bench/MAIR-Docs", "CQADupStack", "gaming_docs", None) in fake_hub
+    assert (
+        "mair/CQADupStack/CQADupStack_Android_queries, mair/CQADupStack/CQADupStack_Gaming_queries"
+        in str(caught.value)
+    )
+    gaming = hub.load_named_benchmark("mair/CQADupStack/CQADupStack_Gaming_queries")
+    assert ("MAIR-Bench/MAIR-Docs", "CQADupStack", "CQADupStack_Gaming_docs", None) in fake_hub
+    assert gaming.name == "mair/CQADupStack/CQADupStack_Gaming_queries"
     assert gaming.qrels_og == {"201": {"9": 1}, "202": {"10": 1}}  # integer ids become strings
     assert set(gaming.corpus) == {"9", "10", "11"}
-    assert hub.load_named_benchmark("mair/CQADupStack", split="android_queries").queries["101"].text == (
-        "How do I root my phone?"
-    )
+    android = hub.load_named_benchmark("mair/cqadupstack/cqadupstack_android_queries")  # any case
+    assert android.queries["101"].text == "How do I root my phone?"
     splits = hub.load_mair_task("CQADupStack")
-    assert {s: len(b.queries) for s, b in splits.items()} == {"android_queries": 1, "gaming_queries": 2}
+    assert {s: len(b.queries) for s, b in splits.items()} == {
+        "CQADupStack_Android_queries": 1,
+        "CQADupStack_Gaming_queries": 2,
+    }
 
 
 # ------------------------------------------------------------------------------------------ InF-IR
 
 
-def test_inf_ir_rows_from_the_hub(fake_hub):
-    rows = hub.load_inf_ir("InF-IR/InF-IR")
-    assert ("InF-IR/InF-IR", None, "train", None) in fake_hub
+def test_inf_ir_rows_from_the_hub(fake_hub, caplog):
+    """InF-IR/InF-IR has no `train` split: NAME:SPLIT reads one split, a bare name every split (logged)."""
+    rows = hub.load_inf_ir("InF-IR/InF-IR:msmarco")
+    assert ("InF-IR/InF-IR", None, "msmarco", None) in fake_hub
     assert len(rows) == 2 and rows[0].id == "r1" and rows[0].doc_id == "p1"
     assert rows[1].document_positive == "Adult house cats sleep about 15 hours a day."  # from `document`
     assert [p.role for p in rows[1].pairs()] == ["pos", "inst_neg", "query_neg"]
-    first = hub.load_inf_ir("InF-IR/InF-IR", limit=1)
-    assert ("InF-IR/InF-IR", None, "train[:1]", None) in fake_hub and len(first) == 1
+    first = hub.load_inf_ir("InF-IR/InF-IR:msmarco", limit=1)
+    assert ("InF-IR/InF-IR", None, "msmarco[:1]", None) in fake_hub and len(first) == 1
+    fake_hub.clear()
+    with caplog.at_level("WARNING", logger="infembed.data.hub"):
+        every = hub.load_inf_ir("InF-IR/InF-IR")
+    assert fake_hub == [("InF-IR/InF-IR", None, None, None)]
+    assert [r.id for r in every] == ["r1", None, "o1"]
+    assert "msmarco (2 rows), other (1 rows)" in caplog.text
+    assert [r.id for r in hub.load_inf_ir("InF-IR/InF-IR", limit=2)] == ["r1", None]
+    with pytest.raises(DataError, match="no split 'train'"):
+        hub.load_inf_ir("InF-IR/InF-IR:train")
+
+
+def test_train_data_hub_name_with_and_without_split(fake_hub):
+    from infembed.train.trainer import load_rows
+
+    assert [r.id for r in load_rows(["InF-IR/InF-IR:other"])] == ["o1"]
+    assert len(load_rows(["InF-IR/InF-IR"])) == 3
+
+
+def test_inf_ir_splits_through_the_datasets_library(tmp_path, caplog):
+    """The fixture dir has the hub repo's layout (no `train` split), read by the real ``datasets``."""
+    pytest.importorskip("datasets")
+    root = FIXTURES / "inf_ir_hub"
+    with caplog.at_level("WARNING", logger="infembed.data.hub"):
+        every = hub._inf_ir_from_hub(str(root), None, None)
+    assert [r.id for r in every] == ["r1", None, "o1"] and "msmarco (2 rows), other (1 rows)" in caplog.text
+    assert [r.id for r in hub._inf_ir_from_hub(str(root), "other", None)] == ["o1"]
+    assert len(hub._inf_ir_from_hub(str(root), "msmarco", 1)) == 1
 
 
 def test_inf_ir_older_field_names_and_local_paths():

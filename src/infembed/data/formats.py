@@ -255,7 +255,9 @@ def load_instruction_benchmark(path: str | Path, name: str | None = None) -> Ben
     tfile = root / "top_ranked.jsonl"
     top_ranked = _read_id_lists(tfile) if tfile.exists() else None
     excluded = _read_id_lists(root / "excluded.jsonl") if (root / "excluded.jsonl").exists() else None
-    main_score = "map_at_1000"
+    # the data set's own changed documents (FollowIR's qrel_diff), kept when a hub benchmark is saved
+    changed = _read_id_lists(root / "changed.jsonl") if (root / "changed.jsonl").exists() else None
+    main_score, main_score_source = "map_at_1000", ""
     meta_path = root / "benchmark.json"
     if meta_path.exists():
         try:
@@ -267,6 +269,7 @@ def load_instruction_benchmark(path: str | Path, name: str | None = None) -> Ben
         if not isinstance(meta, dict) or not isinstance(meta.get("main_score", main_score), str):
             raise DataError("expected an object with a string main_score", meta_path, field="main_score")
         main_score = meta.get("main_score", main_score)
+        main_score_source = str(meta.get("main_score_source") or "")
     return Benchmark(
         name=name or root.name,
         corpus=corpus,
@@ -277,6 +280,8 @@ def load_instruction_benchmark(path: str | Path, name: str | None = None) -> Ben
         excluded=excluded,
         main_score=main_score,
         source=str(root),
+        main_score_source=main_score_source,
+        changed_documents=changed,
     )
 
 
@@ -328,10 +333,18 @@ def save_benchmark(benchmark: Benchmark, path: str | Path) -> None:
             root / "excluded.jsonl",
             ({"query-id": q, "corpus-ids": ids} for q, ids in benchmark.excluded.items()),
         )
-    with atomic_write(root / "benchmark.json") as handle:
-        json.dump(
-            {"name": benchmark.name, "main_score": benchmark.main_score, "source": benchmark.source}, handle
+    if benchmark.changed_documents is not None:
+        write_jsonl(
+            root / "changed.jsonl",
+            ({"query-id": q, "corpus-ids": ids} for q, ids in benchmark.changed_documents.items()),
         )
+    else:  # a stale list from an earlier save would silently replace the recomputed changed documents
+        (root / "changed.jsonl").unlink(missing_ok=True)
+    meta = {"name": benchmark.name, "main_score": benchmark.main_score, "source": benchmark.source}
+    if benchmark.main_score_source:
+        meta["main_score_source"] = benchmark.main_score_source
+    with atomic_write(root / "benchmark.json") as handle:
+        json.dump(meta, handle)
 
 
 def _write_qrels_tsv(path: Path, qrels: dict[str, dict[str, int]]) -> None:

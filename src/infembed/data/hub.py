@@ -31,10 +31,15 @@ Schemas, and where they were settled (hub dataset cards and the loaders that rea
   {``query-id``, ``corpus-id``, ``score`` (float64)}, ``top_ranked`` {``qid``, ``pid``}, one row per candidate.
   mteb 1.x filled its og qrels from ``qrels_changed`` and the reverse (its ``load`` maps each into the other's
   dict), so numbers published with it score the og run against the changed qrels. **We score og against og**;
-  p-MRR is unaffected. The mteb 2.x copies (``jhu-clsp/<x>-instructions-mteb``, ``layout="mteb"``) hold one
-  query per instruction, ids ``<qid>-og`` / ``<qid>-changed``, in configs ``corpus``, ``queries`` {``_id``,
-  ``text``}, ``instruction`` {``query-id``, ``instruction``}, ``default`` (qrels, split ``test``),
-  ``top_ranked`` {``query-id``, ``corpus-ids``} and ``qrel_diff``; both layouts give the same ``Benchmark``.
+  p-MRR is unaffected. The mteb 2.x copies (``layout="mteb"``: ``mteb/<Task>InstructionRetrieval`` now,
+  ``jhu-clsp/<x>-instructions-mteb`` before; every repo name is also a benchmark name, see
+  :data:`HUB_COPIES`) hold one query per instruction, ids ``<qid>-og`` / ``<qid>-changed``, in configs
+  ``corpus``, ``queries`` {``_id``, ``text``}, ``instruction`` {``query-id``, ``instruction``}, ``default``
+  (qrels, split ``test``), ``top_ranked`` {``query-id``, ``corpus-ids``} and ``qrel_diff`` {``query-id``,
+  ``corpus-ids``}, the changed documents mteb 2 scores p-MRR with (kept as ``Benchmark.changed_documents``;
+  the original layout has none, so p-MRR recomputes them from the qrels). Otherwise both layouts give the
+  same ``Benchmark``. The headline metric is the FollowIR paper's; mteb's main score is p-MRR
+  (``main_score_source`` says so).
   Some ``top_ranked`` candidates are not in the corpus (FollowIR issue #1); they are dropped, with a warning.
 * **BRIGHT** (``xlangai/BRIGHT``; repo ``run.py``, mteb ``BrightRetrieval``): config ``documents`` (or
   ``long_documents``) {``id``, ``content``} and ``examples`` {``id``, ``query``, ``gold_ids``, ``gold_ids_long``,
@@ -47,16 +52,18 @@ Schemas, and where they were settled (hub dataset cards and the loaders that rea
   Pass ``instruction=""`` for none, or any string to replace it. There is no changed instruction (no p-MRR).
 * **MAIR** (``MAIR-Bench/MAIR-Queries`` and ``MAIR-Docs``; the MAIR README and ``mair.py``): one config per
   task; queries {``qid``, ``instruction``, ``query``, ``labels``: [{``id``, ``score``}]}, docs {``id``, ``doc``};
-  query split ``queries`` pairs with doc split ``docs``, ``<x>_queries`` with ``<x>_docs``, each pair its own
-  corpus. A task with several splits is named ``mair/<task>/<split>``, or read whole with :func:`load_mair_task`;
+  query split ``queries`` pairs with doc split ``docs``, ``<x>_queries`` with ``<x>_docs`` (e.g.
+  ``CQADupStack_Android_queries`` with ``CQADupStack_Android_docs``), each pair its own corpus. A task with several splits is named ``mair/<task>/<split>``, or read whole with :func:`load_mair_task`;
   MAIR averages splits weighted by their query counts.
 * **InF-IR** (``InF-IR/InF-IR``; the architecture doc, the reference code's data loaders): rows with the
   fields of :data:`~infembed.data.records.TRIPLET_FIELDS`. ``document`` is an older name of
   ``document_positive``; the reference code's releases also suffix every field with ``_fewshot``. Both are
-  accepted.
+  accepted. The data set has no ``train`` split (the reference code reads ``["msmarco"]``): name one as
+  ``NAME:SPLIT``, or every split is read.
 
 Two local readers for files in these schemas are here too: :func:`load_bright_topics` (BRIGHT examples as
-JSONL, e.g. anserini's ``topics.bright-<domain>-original.jsonl.gz``, with or without TREC qrels and documents)
+JSONL, e.g. anserini's ``topics.bright-earth-science-original.jsonl.gz``, with or without TREC qrels and
+documents)
 and :func:`read_flagembedding_pairs` (FlagEmbedding's ``{query, pos, neg, prompt}`` fine-tuning rows).
 
 Example::
@@ -118,8 +125,10 @@ class BenchmarkSpec:
     """One named benchmark, declared as data.
 
     ``subset`` is the BRIGHT domain or the MAIR task (the hub config or split to read); ``mteb_repo`` and
-    ``mteb_revision`` name the mteb 2.x copy of a FollowIR set (``layout="mteb"``). ``revision`` is the
-    commit mteb pins, where one is known; ``None`` reads the newest.
+    ``mteb_revision`` name the copy of a FollowIR set that mteb 2.x reads now (``layout="mteb"``), and
+    ``mteb_copies`` every (repo, revision) in that layout, older copies included, each loadable by its repo
+    name. ``revision`` pins ``repo`` (see the comments in :func:`_build_registry` for whose pin each is);
+    ``None`` reads the newest. ``main_score_source`` says whose choice the headline metric is.
     """
 
     name: str
@@ -133,6 +142,8 @@ class BenchmarkSpec:
     mteb_repo: str | None = None
     mteb_revision: str | None = None
     reference: str = ""
+    main_score_source: str = ""
+    mteb_copies: tuple[tuple[str, str], ...] = ()
 
 
 #: BRIGHT's domains, in the order of its paper (the hub splits of ``examples`` and ``documents``).
@@ -204,15 +215,23 @@ MAIR_TASKS: dict[str, str] = {
 }
 
 
-def _followir(short: str, revision: str, mteb_revision: str, main_score: str, title: str) -> BenchmarkSpec:
+#: FollowIR's headline metrics are its authors' choice; mteb reports p-MRR as these tasks' main score.
+FOLLOWIR_MAIN_SCORE_SOURCE = "FollowIR paper (mteb's main score is p-MRR)"
+
+
+def _followir(
+    short: str, revision: str, mteb_copies: tuple[tuple[str, str], ...], main_score: str, title: str
+) -> BenchmarkSpec:
     return BenchmarkSpec(
         name=f"followir/{short}",
         family="followir",
         repo=f"jhu-clsp/{short}-instructions",
         revision=revision,
-        mteb_repo=f"jhu-clsp/{short}-instructions-mteb",
-        mteb_revision=mteb_revision,
+        mteb_repo=mteb_copies[0][0],
+        mteb_revision=mteb_copies[0][1],
+        mteb_copies=mteb_copies,
         main_score=main_score,
+        main_score_source=FOLLOWIR_MAIN_SCORE_SOURCE,
         citation=FOLLOWIR_CITATION,
         description=f"FollowIR {title}: TREC narratives as instructions, each with a changed (narrower) one; "
         "rerank the ~1000 BM25 candidates per topic; p-MRR over the docs that lost relevance.",
@@ -222,25 +241,36 @@ def _followir(short: str, revision: str, mteb_revision: str, main_score: str, ti
 
 def _build_registry() -> dict[str, BenchmarkSpec]:
     specs = [
-        # Revisions: the ones mteb pins (1.x for the original repos, 2.x for the -mteb copies).
+        # FollowIR revisions are the ones mteb pins: 1.x for the original jhu-clsp repos; for the mteb layout
+        # first the mteb/<Task> copies that mteb 2 reads now, then the jhu-clsp/<x>-instructions-mteb copies
+        # that earlier 2.x releases read (still accepted by name).
         _followir(
             "robust04",
             "a5a1c4fe2bc528ac12e83f8cdf82178da85d2f1d",
-            "0a3efedfcac0a7f859c46cff3a0fac0f8747b28f",
+            (
+                ("mteb/Robust04InstructionRetrieval", "0495a5cb69aa8fa5bca81bd56ac248911c19eeb6"),
+                ("jhu-clsp/robust04-instructions-mteb", "0a3efedfcac0a7f859c46cff3a0fac0f8747b28f"),
+            ),
             "map_at_1000",
             "Robust04",
         ),
         _followir(
             "core17",
             "e39ff896cf3efbbdeeb950e6bd7c79f266995b07",
-            "7030c7efc3585d9020f243b12862997889243b78",
+            (
+                ("mteb/Core17InstructionRetrieval", "67d8733dd0691f08f34ed9dda5941578cba8d91c"),
+                ("jhu-clsp/core17-instructions-mteb", "7030c7efc3585d9020f243b12862997889243b78"),
+            ),
             "map_at_1000",
             "Core17",
         ),
         _followir(
             "news21",
             "e0144086b45fe31ac125e9ac1a83b6a409bb6ca6",
-            "39db677749b3b783bb277d0e2d4712f5f133f52b",
+            (
+                ("mteb/News21InstructionRetrieval", "c6fffeb9cdd95c1ffa81c62c687b48b56352872b"),
+                ("jhu-clsp/news21-instructions-mteb", "39db677749b3b783bb277d0e2d4712f5f133f52b"),
+            ),
             "ndcg_at_5",
             "News21",
         ),
@@ -251,9 +281,14 @@ def _build_registry() -> dict[str, BenchmarkSpec]:
                 name=f"bright/{domain}",
                 family="bright",
                 repo="xlangai/BRIGHT",
+                # Not mteb's pin: mteb's BrightRetrieval reads a75a0eb483f6a5233a6efc2d63d71540a4443dfb, an
+                # earlier commit. This later one is the commit our BRIGHT loader was written against, with the
+                # excluded_ids we score with; mteb's loader never reads excluded_ids, and we have not checked
+                # that its earlier commit holds them. Pass revision="a75a0eb..." to read mteb's data.
                 revision="3066d29c9651a576c8aba4832d249807b181ecae",
                 subset=domain,
                 main_score="ndcg_at_10",
+                main_score_source="BRIGHT paper and mteb",
                 citation=BRIGHT_CITATION,
                 description=f"BRIGHT {domain}: reasoning-intensive retrieval over the whole corpus; "
                 "excluded ids removed before scoring.",
@@ -268,6 +303,7 @@ def _build_registry() -> dict[str, BenchmarkSpec]:
                 repo="MAIR-Bench/MAIR-Queries",
                 subset=task,
                 main_score="ndcg_at_10",
+                main_score_source="MAIR paper",
                 citation=MAIR_CITATION,
                 description=f"MAIR {task} ({domain}): instructed retrieval, top-100 search per split.",
                 reference="https://arxiv.org/abs/2410.10127",
@@ -278,6 +314,14 @@ def _build_registry() -> dict[str, BenchmarkSpec]:
 
 #: Every named benchmark, by name.
 REGISTRY: dict[str, BenchmarkSpec] = _build_registry()
+#: FollowIR's hub repos, lower-cased -> (registered name, repo, revision, layout): each is also a name.
+HUB_COPIES: dict[str, tuple[str, str, str | None, str]] = {
+    repo.lower(): (spec.name, repo, revision, layout)
+    for spec in REGISTRY.values()
+    if spec.family == "followir"
+    for repo, revision, layout in [(spec.repo, spec.revision, "original")]
+    + [(r, rev, "mteb") for r, rev in spec.mteb_copies]
+}
 MAIR_DOCS_REPO = "MAIR-Bench/MAIR-Docs"
 INF_IR_REPO = "InF-IR/InF-IR"
 
@@ -298,6 +342,8 @@ def _resolve(name: str) -> tuple[BenchmarkSpec, str | None]:
     lowered = {n.lower(): n for n in REGISTRY}
     if key.lower() in lowered:
         return REGISTRY[lowered[key.lower()]], None
+    if key.lower() in HUB_COPIES:
+        return REGISTRY[HUB_COPIES[key.lower()][0]], None
     head, _, tail = key.rpartition("/")
     if head.lower() in lowered and REGISTRY[lowered[head.lower()]].family == "mair" and tail:
         return REGISTRY[lowered[head.lower()]], tail
@@ -309,7 +355,8 @@ def _unknown_name_message(name: str) -> str:
     examples = ", ".join(list(MAIR_TASKS)[:4])
     text = (
         f"{name!r} is neither an existing path nor a registered benchmark name. Known names: "
-        "followir/robust04, followir/core17, followir/news21; "
+        "followir/robust04, followir/core17, followir/news21 (also by hub repo: jhu-clsp/<x>-instructions, "
+        "jhu-clsp/<x>-instructions-mteb, mteb/<X>InstructionRetrieval); "
         f"bright/<domain> with domain one of {', '.join(BRIGHT_DOMAINS)}; "
         f"mair/<task>[/<split>] with one of MAIR's {len(MAIR_TASKS)} tasks (e.g. {examples}; "
         "all in infembed.data.hub.MAIR_TASKS). A local benchmark dir holds qrels_og.tsv (instruction benchmark) "
@@ -616,14 +663,18 @@ def followir_from_mteb_rows(
     qrels: Rows | Sequence[Mapping[str, Any]],
     instructions: Rows | Sequence[Mapping[str, Any]] | None = None,
     top_ranked: Rows | Sequence[Mapping[str, Any]] | None = None,
+    qrel_diff: Rows | Sequence[Mapping[str, Any]] | None = None,
     *,
     name: str = "followir",
     main_score: str = "map_at_1000",
     source: str = "",
 ) -> Benchmark:
-    """A FollowIR benchmark from mteb 2.x's copies (``jhu-clsp/<x>-instructions-mteb``), where each topic is
-    two queries ``<qid>-og`` and ``<qid>-changed``. The instruction comes from the ``instruction`` table
-    {query-id, instruction} or, where mteb merged it, from an ``instruction`` column of the queries."""
+    """A FollowIR benchmark from mteb 2.x's copies (``mteb/<Task>InstructionRetrieval``,
+    ``jhu-clsp/<x>-instructions-mteb``), where each topic is two queries ``<qid>-og`` and ``<qid>-changed``.
+    The instruction comes from the ``instruction`` table {query-id, instruction} or, where mteb merged it, from
+    an ``instruction`` column of the queries. ``qrel_diff`` rows {query-id (without -og), corpus-ids} are the
+    data set's own changed documents, which mteb 2 scores p-MRR with; they become
+    ``Benchmark.changed_documents`` (without them p-MRR recomputes the changed documents from the qrels)."""
     docs = _corpus(_as_rows(corpus, "corpus"), ("_id", "id"), ("text",), ("title",))
     instruction_rows = _as_rows(instructions, "instruction")
     instruction_of: dict[str, str] = {}
@@ -683,8 +734,28 @@ def followir_from_mteb_rows(
             if side == "og" or base not in merged:
                 merged[base] = ids
         top = merged
+    changed_documents = None if qrel_diff is None else _qrel_diff(_as_rows(qrel_diff, "qrel_diff"), kept)
     return Benchmark(name=name, corpus=docs, queries=kept, qrels_og=og, qrels_changed=_only(changed, kept),
-                     top_ranked=top, main_score=main_score, source=source)
+                     top_ranked=top, main_score=main_score, source=source, changed_documents=changed_documents)
+
+
+def _qrel_diff(table: Rows, queries: Mapping[str, Any]) -> dict[str, list[str]]:
+    """FollowIR's ``qrel_diff`` rows {query-id, corpus-ids} as qid -> changed doc ids (queries not in the
+    benchmark are ignored, with a warning; a benchmark query without a row has no changed document)."""
+    changed: dict[str, list[str]] = {qid: [] for qid in queries}
+    unknown: list[str] = []
+    for line, row in table:
+        qid = _ident(row, _QUERY_ID, table, line)
+        ids = _string_list(row, _field(row, ("corpus-ids", "corpus_ids")), table, line, required=True)
+        if qid not in queries:
+            unknown.append(qid)
+        else:
+            changed[qid] = list(dict.fromkeys(changed[qid] + ids))
+    if unknown:
+        logger.warning(
+            "%s: %d query ids are not benchmark queries (e.g. %r); ignored", table.source, len(unknown), unknown[0]
+        )
+    return changed
 
 
 class _SuffixView(Mapping[str, Any]):
@@ -795,6 +866,28 @@ def bright_from_rows(
     )
 
 
+def _bright_domain(topics: Path, domain: str | None) -> str:
+    """The BRIGHT domain given (BRIGHT's ``earth_science`` or anserini's ``earth-science``) or, when none is,
+    read from a file name such as anserini's ``topics.bright-earth-science-original.jsonl.gz``. An unknown or
+    unreadable domain is an error: each domain has its own instruction, and a wrong one changes the scores."""
+    known = {d.replace("_", "-"): d for d in BRIGHT_DOMAINS}
+    if domain is not None:
+        if domain.replace("_", "-").lower() in known:
+            return known[domain.replace("_", "-").lower()]
+        raise DataError(
+            f"unknown BRIGHT domain {domain!r}", topics, field="domain", hint=f"one of {', '.join(BRIGHT_DOMAINS)}"
+        )
+    match = re.search(r"bright-([a-z0-9_-]+?)(?:-original|-long|-[a-z0-9]+-reason)?\.jsonl", topics.name.lower())
+    if match and match.group(1).replace("_", "-") in known:
+        return known[match.group(1).replace("_", "-")]
+    raise DataError(
+        "no BRIGHT domain in the file name" + (f" ({match.group(1)!r} is none)" if match else ""),
+        topics,
+        field="domain",
+        hint=f"name it topics.bright-<domain>-original.jsonl.gz or pass domain= one of {', '.join(BRIGHT_DOMAINS)}",
+    )
+
+
 def load_bright_topics(
     topics: str | Path,
     *,
@@ -811,16 +904,13 @@ def load_bright_topics(
 
     Without documents the corpus is empty: such a benchmark can score runs made elsewhere (an anserini run
     read with :func:`~infembed.data.formats.read_trec_run`) but cannot be searched. The domain (for the default
-    instruction) is read from the file name when not given.
+    instruction) is read from the file name when not given (BRIGHT's ``earth_science`` or anserini's
+    ``earth-science``); an unknown domain is a :class:`DataError`.
     """
     from infembed.data.formats import read_trec_qrels
 
     topics_path = Path(topics)
-    if domain is None:
-        match = re.search(r"bright-([a-z_]+?)(?:-original|-long|\.jsonl)", topics_path.name)
-        domain = match.group(1) if match else "biology"
-        if not match:
-            logger.warning("%s: domain not in the file name; using the biology instruction", topics_path)
+    domain = _bright_domain(topics_path, domain)
     table = Rows.from_jsonl(topics_path)
     queries, gold, excluded = _bright_queries(
         table, domain=domain, long_context=long_context, instruction=instruction
@@ -901,7 +991,13 @@ def mair_from_rows(
 
 
 def _mair_docs_split(query_split: str) -> str:
-    return "docs" if query_split == "queries" else query_split.replace("_queries", "_docs")
+    """The doc split of a query split, as MAIR's ``mair.py`` pairs them: ``queries`` -> ``docs``,
+    ``CQADupStack_Android_queries`` -> ``CQADupStack_Android_docs``."""
+    if query_split == "queries":
+        return "docs"
+    if query_split.endswith("_queries"):
+        return query_split[: -len("_queries")] + "_docs"
+    return query_split
 
 
 def load_mair_task(
@@ -929,9 +1025,11 @@ def _mair_split(
         MAIR_DOCS_REPO, spec.subset, doc_split, revision=docs_revision, cache_dir=cache_dir
     )
     name = spec.name if split == "queries" else f"{spec.name}/{split}"
-    return mair_from_rows(
+    bench = mair_from_rows(
         table, tables[doc_split], name=name, source=f"hf://datasets/{spec.repo}/{spec.subset}/{split}"
     )
+    bench.main_score_source = spec.main_score_source
+    return bench
 
 
 # --------------------------------------------------------------------------------------------- hub seam
@@ -994,6 +1092,8 @@ def load_named_benchmark(name: str, **options: Any) -> Benchmark:
     ``long_context`` (``long_documents`` and ``gold_ids_long``), ``instruction`` (see :func:`bright_from_rows`)
     and ``reasoning`` (e.g. ``"gpt4"`` for the ``gpt4_reason`` queries); for MAIR ``split`` and
     ``docs_revision`` (``revision`` pins ``MAIR-Queries``, ``docs_revision`` ``MAIR-Docs``).
+    A FollowIR hub repo name (``jhu-clsp/core17-instructions``, ``jhu-clsp/core17-instructions-mteb``,
+    ``mteb/Core17InstructionRetrieval``) reads that repo, in its layout, at the revision mteb pins for it.
     Raises :class:`DataError` listing the known names for an unknown one.
     """
     spec, split = _resolve(name)
@@ -1007,7 +1107,15 @@ def load_named_benchmark(name: str, **options: Any) -> Benchmark:
     revision = options.get("revision")
     cache_dir = options.get("cache_dir")
     if spec.family == "followir":
-        return _load_followir(spec, options.get("layout", "original"), revision, cache_dir)
+        copy = HUB_COPIES.get(name.strip().strip("/").lower())
+        if copy is None:
+            return _load_followir(spec, options.get("layout", "original"), revision, cache_dir)
+        _, repo, pinned, layout = copy
+        if options.get("layout", layout) != layout:
+            raise DataError(
+                f"{repo} is in the {layout!r} layout", name, field="layout", hint="leave layout out for a repo name"
+            )
+        return _load_followir(spec, layout, revision, cache_dir, copy=(repo, pinned))
     if spec.family == "bright":
         return _load_bright(spec, options, revision, cache_dir)
     return _load_mair(spec, options.get("split") or split, revision, options.get("docs_revision"), cache_dir)
@@ -1030,6 +1138,8 @@ def _load_mair(
                 hint=f"name one: {choices}; or load all with infembed.data.hub.load_mair_task",
             )
         split = next(iter(query_tables))
+    if split not in query_tables:  # names are case-insensitive (cqadupstack_android_queries)
+        split = {s.lower(): s for s in query_tables}.get(split.lower(), split)
     if split not in query_tables:
         raise DataError(f"no split {split!r}", spec.name, hint=f"splits: {', '.join(sorted(query_tables))}")
     bench = _mair_split(spec, split, query_tables[split], docs_revision, cache_dir)
@@ -1038,17 +1148,31 @@ def _load_mair(
 
 
 def _load_followir(
-    spec: BenchmarkSpec, layout: str, revision: str | None, cache_dir: str | None
+    spec: BenchmarkSpec,
+    layout: str,
+    revision: str | None,
+    cache_dir: str | None,
+    copy: tuple[str, str | None] | None = None,
 ) -> Benchmark:
+    """``copy`` (repo, revision) reads that hub repo (one of :data:`HUB_COPIES`) instead of the layout's
+    default one."""
     if layout == "original":
-        repo, rev = spec.repo, revision or spec.revision
+        repo, rev = copy or (spec.repo, spec.revision)
     elif layout == "mteb" and spec.mteb_repo:
-        repo, rev = spec.mteb_repo, revision or spec.mteb_revision
+        repo, rev = copy or (spec.mteb_repo, spec.mteb_revision)
     else:
         raise DataError(f"unknown layout {layout!r}", spec.name, field="layout", hint="'original' or 'mteb'")
+    rev = revision or rev
 
     def table(config: str, split: str | None = None) -> Rows:
         return _only_split(fetch_hub_rows(repo, config, revision=rev, cache_dir=cache_dir), split, repo)
+
+    def optional_table(config: str) -> Rows | None:
+        try:
+            return table(config)
+        except DataError as error:
+            logger.warning("%s: no %s table (%s)", repo, config, error)
+            return None
 
     common = {
         "name": spec.name,
@@ -1056,7 +1180,7 @@ def _load_followir(
         "source": f"hf://datasets/{repo}@{rev or 'main'}",
     }
     if layout == "original":
-        return followir_from_rows(
+        bench = followir_from_rows(
             table("corpus"),
             table("queries"),
             table("qrels_og", "test"),
@@ -1064,14 +1188,22 @@ def _load_followir(
             table("top_ranked"),
             **common,
         )
-    return followir_from_mteb_rows(
-        table("corpus"),
-        table("queries"),
-        table("default", "test"),
-        table("instruction"),
-        table("top_ranked"),
-        **common,
-    )
+    else:
+        corpus, queries, qrels = table("corpus"), table("queries"), table("default", "test")
+        qrel_diff = optional_table("qrel_diff")
+        if qrel_diff is None:
+            logger.warning("%s: p-MRR's changed documents are recomputed from the qrels instead", repo)
+        bench = followir_from_mteb_rows(
+            corpus,
+            queries,
+            qrels,
+            optional_table("instruction"),  # some copies hold the instruction as a column of the queries
+            table("top_ranked"),
+            qrel_diff,
+            **common,
+        )
+    bench.main_score_source = spec.main_score_source
+    return bench
 
 
 def _load_bright(
@@ -1095,7 +1227,7 @@ def _load_bright(
     examples = fetch_hub_rows(spec.repo, query_config, spec.subset, revision=rev, cache_dir=cache_dir)[
         spec.subset
     ]
-    return bright_from_rows(
+    bench = bright_from_rows(
         documents,
         examples,
         domain=spec.subset,
@@ -1104,6 +1236,8 @@ def _load_bright(
         name=spec.name + ("-long" if long_context else "") + (f"-{reasoning}" if reasoning else ""),
         source=f"hf://datasets/{spec.repo}@{rev or 'main'}",
     )
+    bench.main_score_source = spec.main_score_source
+    return bench
 
 
 # --------------------------------------------------------------------------------------------- InF-IR rows
@@ -1121,7 +1255,9 @@ def triplets_from_rows(rows: Rows | Sequence[Mapping[str, Any]], limit: int | No
     for line, row in table:
         if limit is not None and len(out) >= limit:
             break
-        obj = dict(row)
+        # a hub table gives every row every column, None where a row lacks it (e.g. `document` beside
+        # `document_positive` in a mixed release): None means absent here
+        obj = {key: value for key, value in row.items() if value is not None}
         for key in [k for k in obj if k.endswith(_FEWSHOT)]:
             base = key[: -len(_FEWSHOT)]
             if base in (*TRIPLET_FIELDS, "document") and base not in obj:
@@ -1133,26 +1269,53 @@ def triplets_from_rows(rows: Rows | Sequence[Mapping[str, Any]], limit: int | No
 
 
 def load_inf_ir(
-    name_or_path: str | Path = INF_IR_REPO, split: str = "train", limit: int | None = None
+    name_or_path: str | Path = INF_IR_REPO, split: str | None = None, limit: int | None = None
 ) -> list[Triplet]:
     """InF-IR training rows from a local JSONL file or dir (:func:`~infembed.data.formats.read_triplets`) or
-    a hub dataset (``InF-IR/InF-IR`` by default; any dataset with the InF-IR fields works). ``limit`` reads
-    only the first rows (on the hub, only those are converted)."""
+    a hub dataset (``InF-IR/InF-IR`` by default; any dataset with the InF-IR fields works).
+
+    A hub name may name its split, ``NAME:SPLIT`` (``InF-IR/InF-IR:msmarco``; ``split`` does the same). With
+    no split every split is read, in the data set's order, and the splits are logged: ``InF-IR/InF-IR`` has no
+    ``train`` split (the reference code reads ``load_dataset("InF-IR/InF-IR")["msmarco"]``). ``limit`` reads
+    only the first rows (with a split named, only those are downloaded and converted)."""
     from infembed.data.formats import read_triplets
 
     path = Path(name_or_path)
     if path.exists():
         return read_triplets(path, limit=limit)
     text = str(name_or_path)
-    if not re.fullmatch(r"[\w.-]+/[\w.-]+", text) or text.endswith((".jsonl", ".json", ".gz")):
+    match = re.fullmatch(r"([\w.-]+/[\w.-]+)(?::([\w.-]+))?", text)
+    if match is None or match.group(1).endswith((".jsonl", ".json", ".gz")):
         raise DataError(
             "no such file or directory",
             text,
-            hint="give an InF-IR JSONL file or dir, or a hub dataset name such as InF-IR/InF-IR",
+            hint="give an InF-IR JSONL file or dir, or a hub dataset name such as InF-IR/InF-IR or "
+            "InF-IR/InF-IR:msmarco (NAME:SPLIT)",
         )
-    wanted = split if limit is None else f"{split}[:{limit}]"
-    tables = fetch_hub_rows(text, None, wanted)
-    return triplets_from_rows(next(iter(tables.values())), limit=limit)
+    repo, named = match.group(1), match.group(2)
+    if named is not None and split is not None and named != split:
+        raise DataError(f"split {named!r} in the name but split={split!r}", text, field="split")
+    return _inf_ir_from_hub(repo, named or split, limit)
+
+
+def _inf_ir_from_hub(repo: str, split: str | None, limit: int | None) -> list[Triplet]:
+    if split is not None:
+        wanted = split if limit is None else f"{split}[:{limit}]"
+        tables = fetch_hub_rows(repo, None, wanted)
+        return triplets_from_rows(next(iter(tables.values())), limit=limit)
+    tables = fetch_hub_rows(repo, None)
+    logger.warning(
+        "%s: no split named, so every split is read: %s (name one as %s:SPLIT)",
+        repo,
+        ", ".join(f"{name} ({len(rows)} rows)" for name, rows in tables.items()),
+        repo,
+    )
+    rows: list[Triplet] = []
+    for table in tables.values():
+        if limit is not None and len(rows) >= limit:
+            break
+        rows += triplets_from_rows(table, limit=None if limit is None else limit - len(rows))
+    return rows
 
 
 # --------------------------------------------------------------------------------------------- FlagEmbedding

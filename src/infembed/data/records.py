@@ -96,7 +96,11 @@ class Benchmark:
     ``qrels_changed`` is ``None`` for benchmarks without a changed instruction (MAIR, BRIGHT): then only the
     og run is scored and p-MRR is not defined. ``top_ranked`` (qid -> candidate doc ids) means "rerank these"
     instead of searching the whole corpus. ``excluded`` (qid -> doc ids) are removed from runs before scoring
-    (BRIGHT). ``main_score`` names the headline metric, in mteb's naming (``map_at_1000``, ``ndcg_at_5`` ...).
+    (BRIGHT). ``main_score`` names the headline metric, in mteb's naming (``map_at_1000``, ``ndcg_at_5`` ...), and
+    ``main_score_source`` says whose choice it is (FollowIR's headline is its paper's, while mteb's main score
+    for those tasks is p-MRR). ``changed_documents`` (qid -> doc ids) is the data set's own list of documents
+    whose relevance changed (FollowIR's ``qrel_diff``), used for p-MRR; ``None`` means p-MRR recomputes it from
+    the two qrels (relevant under og, not relevant under changed).
     """
 
     name: str
@@ -108,6 +112,8 @@ class Benchmark:
     excluded: dict[str, list[str]] | None = None
     main_score: str = "map_at_1000"
     source: str = ""
+    main_score_source: str = ""
+    changed_documents: dict[str, list[str]] | None = None
 
     @property
     def has_changed(self) -> bool:
@@ -124,4 +130,5 @@ class Benchmark:
             "qrels_changed": sum(len(v) for v in self.qrels_changed.values()) if self.qrels_changed else None,
             "reranking": self.top_ranked is not None,
             "main_score": self.main_score,
+            "main_score_source": self.main_score_source,
         }

@@ -55,9 +55,21 @@ class PMRRResult:
     per_document: dict[str, dict[str, dict[str, int]]] = field(default_factory=dict)
 
 
-def p_mrr(run_og: Run, run_changed: Run, qrels_og: Qrels, qrels_changed: Qrels) -> PMRRResult:
-    """p-MRR of a pair of runs (og instruction, changed instruction) over the docs whose relevance changed."""
-    return p_mrr_from_changed(run_og, run_changed, changed_documents(qrels_og, qrels_changed))
+def p_mrr(
+    run_og: Run,
+    run_changed: Run,
+    qrels_og: Qrels,
+    qrels_changed: Qrels,
+    changed: Mapping[str, Sequence[str]] | None = None,
+) -> PMRRResult:
+    """p-MRR of a pair of runs (og instruction, changed instruction) over the docs whose relevance changed.
+
+    ``changed`` is the data set's own list of changed docs per query (FollowIR's ``qrel_diff``, which mteb 2
+    reads); without it they are recomputed from the qrels by :func:`changed_documents`. The two can differ: a
+    doc judged 2 under og and 1 under changed is still relevant, so the recomputation leaves it out."""
+    if changed is None:
+        changed = changed_documents(qrels_og, qrels_changed)
+    return p_mrr_from_changed(run_og, run_changed, changed)
 
 
 def p_mrr_from_changed(run_og: Run, run_changed: Run, changed: Mapping[str, Sequence[str]]) -> PMRRResult:

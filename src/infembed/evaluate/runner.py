@@ -77,6 +77,7 @@ def evaluate(benchmark: Benchmark, retriever: Retriever, *, top_k: int = 1000, m
         "retriever": "bm25" if retriever.name == "bm25" else "dense",
         "template": retriever.template,
         "main_score": benchmark.main_score,
+        "main_score_source": benchmark.main_score_source,
         "score": og.mean.get(benchmark.main_score, float("nan")),
         "p-MRR": None,
         "og": og.mean,
@@ -95,7 +96,7 @@ def evaluate(benchmark: Benchmark, retriever: Retriever, *, top_k: int = 1000, m
         )
         run_changed = remove_excluded(run_changed, benchmark.excluded)
         changed = trec_scores(benchmark.qrels_changed, run_changed, ks)
-        pm = p_mrr(run_og, run_changed, benchmark.qrels_og, benchmark.qrels_changed)
+        pm = p_mrr(run_og, run_changed, benchmark.qrels_og, benchmark.qrels_changed, benchmark.changed_documents)
         result["p-MRR"] = None if math.isnan(pm.value) else pm.value
         result["changed"] = changed.mean
         for q in qids:
