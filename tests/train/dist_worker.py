@@ -17,6 +17,7 @@ import json
 import math
 import os
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +47,8 @@ def make_config(**overrides: Any):
         batch_size=3,
         extra_instruction_negatives=1,
         device="cpu",
-        output=os.devnull,
+        # never written (these trainers only run backward_step); a dir path, as the trainer checks
+        output=os.path.join(tempfile.gettempdir(), "infembed-dist-worker-never-written"),
     )
     settings.update(overrides)
     return TrainConfig(**settings)

@@ -40,7 +40,10 @@ def train_command(
     eval_steps: int = typer.Option(None, "--eval-steps"),
     seed: int = typer.Option(None, "--seed"),
     device: str = typer.Option(None, "--device"),
-    resume: bool = typer.Option(True, "--resume/--no-resume", help="Continue from the latest checkpoint in --output."),
+    resume: bool = typer.Option(True, "--resume/--no-resume",
+                                help="Continue this run's newest checkpoint in --output (same settings and data)."),
+    overwrite: bool = typer.Option(False, "--overwrite",
+                                   help="Start over in an --output that holds an earlier training run, deleting what it holds."),
 ) -> None:
     """Train an InF-Embed model with the paper's contrastive objectives (torchrun for several GPUs/processes)."""
     from infembed.train.config import TrainConfig
@@ -59,7 +62,7 @@ def train_command(
     cfg = TrainConfig.from_dict(settings)
     if not cfg.data:
         raise ValueError("give --data (InF-IR rows) or a --config that sets data")
-    path = train(cfg, resume=resume)
+    path = train(cfg, resume=resume, overwrite=overwrite)
     summary = summary_of(path)
     console.print(f"saved [bold]{path}[/] ({summary['steps']} steps, {summary['seconds']:.0f} s, "
                   f"{summary['pairs_per_s']:.1f} pairs/s, final loss {summary['final_loss']})")

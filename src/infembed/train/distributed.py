@@ -36,6 +36,11 @@ def init_from_env(device: torch.device | None = None) -> bool:
     return True
 
 
+def barrier() -> None:
+    if is_distributed():
+        dist.barrier()
+
+
 def gather_with_grad(tensor: torch.Tensor) -> torch.Tensor:
     if not is_distributed():
         return tensor

@@ -35,6 +35,7 @@ from infembed.data.records import Triplet
 from infembed.losses import EmbeddedBatch, InFEmbedLoss
 from infembed.model import InFEmbed, ModelConfig
 from infembed.train import distributed as dist_utils
+from infembed.train import outputs
 from infembed.train.config import TrainConfig
 
 
@@ -101,18 +102,39 @@ class _RandState:
 
 
 class Trainer:
-    def __init__(self, config: TrainConfig, model: InFEmbed | None = None, rows: Sequence[Triplet] | None = None):
+    """One training run. Every input is checked when it is built, cheapest first (the output dir, the rows, the
+    evaluation benchmark, whether the output holds this run to continue), before the model is loaded; nothing
+    is written before :meth:`train`.
+
+    ``resume``: continue from the output's newest checkpoint when it is this run's (same settings and rows);
+    ``overwrite``: start over, removing what an earlier run left in the output. See :mod:`infembed.train.outputs`.
+    """
+
+    def __init__(self, config: TrainConfig, model: InFEmbed | None = None, rows: Sequence[Triplet] | None = None,
+                 *, resume: bool = True, overwrite: bool = False):
         self.config = config
+        self.output = Path(config.output)
+        outputs.check_destination(self.output)
         self.rank, self.world_size = dist_utils.world()
+        self.rows = list(rows) if rows is not None else load_rows(config.data, config.limit)
+        self.data_digest = outputs.rows_digest(self.rows)
+        self.benchmark = None
+        if config.eval_benchmark:
+            from infembed.data.formats import load_benchmark
+
+            self.benchmark = load_benchmark(config.eval_benchmark)
+        self.resume, self.overwrite = resume, overwrite
+        self.plan = outputs.plan(self.output, config.to_dict(), self.data_digest, resume=resume, overwrite=overwrite)
+        dist_utils.barrier()  # every rank has read the output dir before rank 0 may clear it
+        if model is None and self.plan.finished:  # nothing to train: the trainer holds the finished model
+            model = InFEmbed.load(str(self.output), device=config.device)
         self.model = model or build_model(config, device=config.device)
         self.device = self.model.device
-        self.rows = list(rows) if rows is not None else load_rows(config.data, config.limit)
         self.loss_fn = InFEmbedLoss(
             objective=config.objective, negatives=config.negatives, temperature=config.temperature,
             learn_temperature=config.learn_temperature, iq_negatives=config.iq_negatives,
             positive_count=config.positive_count,
         ).to(self.device)
-        self.output = Path(config.output)
         self.global_step = 0
         self.micro_step = 0
         self.history: list[dict[str, Any]] = []
@@ -250,6 +272,7 @@ class Trainer:
                 "history": self.history,
                 "config": self.config.to_dict(),
             }, tmp / "state.pt")
+            outputs.write_record(tmp, self.config.to_dict(), self.data_digest)
             shutil.rmtree(path, ignore_errors=True)
             tmp.rename(path)
             keep = self.config.keep_checkpoints
@@ -259,8 +282,7 @@ class Trainer:
         return path
 
     def latest_checkpoint(self) -> Path | None:
-        found = sorted(p for p in self._checkpoint_dir().glob("step-*") if not p.name.endswith(".tmp") and (p / "state.pt").exists())
-        return found[-1] if found else None
+        return outputs.latest_checkpoint(self.output)
 
     def load_checkpoint(self, path: Path, optimizer, scheduler) -> None:
         state = torch.load(path / "state.pt", map_location="cpu", weights_only=False)
@@ -303,20 +325,32 @@ class Trainer:
                 index += 1
             epoch += 1
 
-    def train(self, resume: bool = True) -> Path:
+    def train(self, resume: bool | None = None) -> Path:
+        """Run (or continue) the training and save the model dir; returns its path. ``resume`` overrides the
+        constructor's choice."""
         cfg = self.config
+        if resume is not None and resume != self.resume:
+            self.resume = resume
+            self.plan = outputs.plan(self.output, cfg.to_dict(), self.data_digest, resume=resume, overwrite=self.overwrite)
+        if self.plan.finished:
+            self._log_line(f"{self.output} already holds this run, finished: nothing to train "
+                           "(--overwrite trains it again)")
+            return self.output
         torch.manual_seed(cfg.seed)
         random.seed(cfg.seed)
         np.random.seed(cfg.seed)
         total = self.total_steps()
         optimizer, scheduler = self._make_optimizer(total)
-        checkpoint = self.latest_checkpoint() if resume else None
-        if checkpoint is not None:
-            self.load_checkpoint(checkpoint, optimizer, scheduler)
-            self._log_line(f"resumed from {checkpoint} at step {self.global_step}/{total}")
+        if self.rank == 0 and self.plan.clear:
+            outputs.clear(self.output)
+        if self.plan.checkpoint is not None:
+            self.load_checkpoint(self.plan.checkpoint, optimizer, scheduler)
+            if self.rank == 0:
+                outputs.truncate_metrics(self.output, self.global_step)
+            self._log_line(f"resumed from {self.plan.checkpoint} at step {self.global_step}/{total}")
         if self.rank == 0:
             self.output.mkdir(parents=True, exist_ok=True)
-            write_json(self.output / "train_config.json", cfg.to_dict())
+            write_json(self.output / outputs.SETTINGS, cfg.to_dict())
         metrics = JsonlAppender(self.output / "metrics.jsonl") if self.rank == 0 else None
         self.model.train()
         params = self.trainable_parameters()
@@ -351,7 +385,7 @@ class Trainer:
             if bar is not None:
                 bar.update(1)
                 bar.set_postfix(loss=f"{loss_value:.4f}")
-            if cfg.eval_benchmark and cfg.eval_steps and self.global_step % cfg.eval_steps == 0:
+            if self.benchmark is not None and cfg.eval_steps and self.global_step % cfg.eval_steps == 0:
                 self._evaluate(metrics)
             if cfg.save_steps and self.global_step % cfg.save_steps == 0 and self.global_step < total:
                 self.save_checkpoint(optimizer, scheduler)
@@ -362,8 +396,9 @@ class Trainer:
             self.model.config.training = {**cfg.to_dict(), "steps": self.global_step, "rows": len(self.rows),
                                           "world_size": self.world_size, "loss": self.loss_fn.get_config_dict()}
             self.model.save(self.output)
-            write_json(self.output / "train_summary.json", {
+            write_json(self.output / outputs.SUMMARY, {
                 "steps": self.global_step, "seconds": round(seconds, 2), "rows": len(self.rows),
+                "data_digest": self.data_digest,
                 "pairs_per_s": round(pairs_seen / max(seconds, 1e-9), 2),
                 "final_loss": self.history[-1]["loss"] if self.history else None,
             })
@@ -374,12 +409,11 @@ class Trainer:
     def _evaluate(self, metrics: JsonlAppender | None) -> None:
         if self.rank != 0:
             return
-        from infembed.data.formats import load_benchmark
         from infembed.evaluate.retrievers import DenseRetriever
         from infembed.evaluate.runner import evaluate
 
         self.model.eval()
-        result = evaluate(load_benchmark(self.config.eval_benchmark), DenseRetriever(self.model, cache=False, show_progress=False))
+        result = evaluate(self.benchmark, DenseRetriever(self.model, cache=False, show_progress=False))
         self.model.train()
         entry = {"step": self.global_step, "eval": result["benchmark"], "p-MRR": result["p-MRR"], "score": result["score"]}
         self.history.append(entry)
@@ -421,8 +455,10 @@ class Trainer:
         save_figure(fig, path, dpi=110)
 
 
-def train(config: TrainConfig, resume: bool = True) -> Path:
-    """Train from a config (initialises torch.distributed when launched by torchrun)."""
+def train(config: TrainConfig, resume: bool = True, overwrite: bool = False) -> Path:
+    """Train from a config (initialises torch.distributed when launched by torchrun). ``resume`` continues this
+    run's checkpoint in the output dir; ``overwrite`` starts over in a dir holding an earlier run."""
+    outputs.check_destination(Path(config.output))  # before torch.distributed and the model
     device = torch.device(config.device) if config.device else None
     if dist_utils.init_from_env(device or torch.device("cuda" if torch.cuda.is_available() else "cpu")):
         rank = dist_utils.world()[0]
@@ -430,8 +466,8 @@ def train(config: TrainConfig, resume: bool = True) -> Path:
             import os
 
             config.device = f"cuda:{int(os.environ.get('LOCAL_RANK', rank))}"
-    trainer = Trainer(config)
-    return trainer.train(resume=resume)
+    trainer = Trainer(config, resume=resume, overwrite=overwrite)
+    return trainer.train()
 
 
 def summary_of(path: str | Path) -> dict[str, Any]:
