@@ -81,3 +81,61 @@ def test_config_value_of_the_wrong_type_names_the_file_and_field(tmp_path):
     with pytest.raises(DataError) as error:  # the CLI turns a DataError into exit 2 without a traceback
         TrainConfig.from_file(config)
     assert str(config) in str(error.value) and "batch_size" in str(error.value)
+
+
+@pytest.mark.parametrize(
+    ("settings", "expected"),
+    [
+        ({"epochs": 0}, "epochs must be a number > 0"),
+        ({"max_steps": -1}, "max_steps must be a whole number >= 1"),
+        ({"pooling": "bogus"}, "pooling must be one of cls, mean, last"),
+        ({"learning_rate": -1.0}, "learning_rate must be a number > 0"),
+        ({"learning_rate": float("nan")}, "learning_rate must be a number > 0"),
+        ({"warmup_ratio": 1.5}, "warmup_ratio must be a number >= 0 and <= 1"),
+        ({"limit": 0}, "limit must be a whole number >= 1"),
+        ({"objective": "both"}, "objective must be one of"),
+        ({"eval_benchmark": "followir/robust04"}, "eval_steps is 0"),
+    ],
+    ids=["epochs-0", "max-steps-negative", "pooling-bogus", "lr-negative", "lr-nan", "warmup-1.5", "limit-0",
+         "objective-bogus", "eval-benchmark-without-steps"],
+)
+def test_a_bad_setting_is_refused_naming_it(settings, expected):
+    """Checked by TrainConfig itself (not the CLI), before any model or data is loaded."""
+    with pytest.raises(ValueError, match=expected.replace("(", r"\(")):
+        TrainConfig(**settings)
+
+
+def test_yaml_numbers_without_a_dot_are_numbers(tmp_path):
+    """PyYAML (YAML 1.1) reads ``1e-4`` as a string; a float setting accepts it, a non-number still fails."""
+    config = tmp_path / "train.yaml"
+    config.write_text("learning_rate: 1e-4\ntemperature: 5E-2\nbatch_size: 2\n")
+    loaded = TrainConfig.from_file(config)
+    assert loaded.learning_rate == 1e-4 and loaded.temperature == 0.05
+    config.write_text("learning_rate: fast\n")
+    with pytest.raises(DataError, match="learning_rate"):
+        TrainConfig.from_file(config)
+    config.write_text("learning_rate: -1e-4\n")
+    with pytest.raises(DataError, match=f"{config}.*learning_rate must be a number > 0"):
+        TrainConfig.from_file(config)
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["--epochs", "0"], "epochs must be a number > 0"),
+        (["--pooling", "bogus"], "pooling must be one of cls, mean, last"),
+        (["--output", "FILE"], "exists and is not a directory"),
+    ],
+    ids=["epochs-0", "pooling-bogus", "output-is-a-file"],
+)
+def test_cli_bad_settings_exit_2_with_one_line(rows_path, tmp_path, args, expected):
+    existing = tmp_path / "notes.txt"
+    existing.write_text("keep me\n")
+    args = [str(existing) if a == "FILE" else a for a in args]
+    out = tmp_path / "out"
+    done = _infembed("train", "--data", str(rows_path), "--output", str(out), "--device", "cpu", *args)
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert "Traceback" not in done.stderr + done.stdout
+    message = " ".join(done.stderr.split())
+    assert expected in message and len(done.stderr.strip().splitlines()) <= 3  # one line (rich may wrap it)
+    assert not out.exists() and existing.read_text() == "keep me\n"

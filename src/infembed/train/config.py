@@ -4,6 +4,7 @@ run can be reproduced from its output directory (tevatron's habit)."""
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -60,14 +61,50 @@ class TrainConfig:
     max_steps: int | None = field(default=None, metadata={"help": "Stop after this many optimiser steps (for tests and quick runs)."})
 
     def __post_init__(self) -> None:
+        """Every setting is checked here, before any model or data is loaded, so a bad value fails at once with
+        one line naming the setting (the CLI prints it and exits 2)."""
         if isinstance(self.data, str):
             self.data = [self.data]
-        if self.batch_size < 1:
-            raise ValueError("batch_size must be >= 1")
-        if self.gradient_accumulation < 1:
-            raise ValueError("gradient_accumulation must be >= 1")
-        if self.scheduler not in ("linear", "cosine", "constant"):
-            raise ValueError(f"scheduler must be linear, cosine or constant, got {self.scheduler!r}")
+        _check_choice("interaction", self.interaction, INTERACTIONS)
+        _check_choice("pooling", self.pooling, POOLING_MODES, optional=True)
+        _check_choice("scheduler", self.scheduler, SCHEDULERS)
+        from infembed.templates import resolve_template
+
+        resolve_template(self.template)
+        _check_number("limit", self.limit, integer=True, minimum=1, optional=True, why="leave it unset for all rows")
+        _check_number("query_max_length", self.query_max_length, integer=True, minimum=1, optional=True)
+        _check_number("passage_max_length", self.passage_max_length, integer=True, minimum=1, optional=True)
+        _check_number("lora_r", self.lora_r, integer=True, minimum=1)
+        _check_number("lora_alpha", self.lora_alpha, above=0)
+        _check_number("lora_dropout", self.lora_dropout, minimum=0, below=1)
+        _check_number("extra_instruction_negatives", self.extra_instruction_negatives, integer=True, minimum=0)
+        _check_number("epochs", self.epochs, above=0, why="a run of no epochs trains nothing")
+        _check_number("batch_size", self.batch_size, integer=True, minimum=1)
+        _check_number("gradient_accumulation", self.gradient_accumulation, integer=True, minimum=1)
+        _check_number("grad_cache_chunk", self.grad_cache_chunk, integer=True, minimum=0, why="0 turns gradient caching off")
+        _check_number("learning_rate", self.learning_rate, above=0)
+        _check_number("interaction_lr_multiplier", self.interaction_lr_multiplier, above=0)
+        _check_number("weight_decay", self.weight_decay, minimum=0)
+        _check_number("warmup_ratio", self.warmup_ratio, minimum=0, maximum=1, why="a fraction of the steps")
+        _check_number("max_grad_norm", self.max_grad_norm, minimum=0, why="0 turns clipping off")
+        _check_number("seed", self.seed, integer=True, minimum=0, maximum=2**32 - 1)
+        _check_number("save_steps", self.save_steps, integer=True, minimum=0, why="0 saves only at the end")
+        _check_number("keep_checkpoints", self.keep_checkpoints, integer=True, minimum=0, why="0 keeps them all")
+        _check_number("eval_steps", self.eval_steps, integer=True, minimum=0)
+        _check_number("log_steps", self.log_steps, integer=True, minimum=1)
+        _check_number("max_steps", self.max_steps, integer=True, minimum=1, optional=True, why="leave it unset to train all epochs")
+        if self.eval_steps and not self.eval_benchmark:
+            raise ValueError(f"eval_steps is {self.eval_steps} but no eval_benchmark is set: give the benchmark to evaluate")
+        if self.eval_benchmark and not self.eval_steps:
+            raise ValueError(
+                f"eval_benchmark is {self.eval_benchmark!r} but eval_steps is 0, so it would never be evaluated: "
+                "set eval_steps (evaluate every N steps)"
+            )
+        from infembed.losses import InFEmbedLoss  # the loss checks its own settings, naming each one
+
+        InFEmbedLoss(objective=self.objective, negatives=self.negatives, temperature=self.temperature,
+                     learn_temperature=self.learn_temperature, iq_negatives=self.iq_negatives,
+                     positive_count=self.positive_count)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -78,10 +115,16 @@ class TrainConfig:
         unknown = sorted(set(data) - names)
         if unknown:
             raise DataError(f"unknown setting(s) {', '.join(unknown)}; known: {', '.join(sorted(names))}", source)
+        data = dict(data)
         for f in fields(cls):
             if f.name in data and data[f.name] is not None:
-                _check_type(f.name, str(f.type), data[f.name], source)
-        return cls(**data)
+                data[f.name] = _check_type(f.name, str(f.type), data[f.name], source)
+        if source is None:
+            return cls(**data)
+        try:
+            return cls(**data)
+        except ValueError as error:  # a bad value from a file: name the file too
+            raise DataError(str(error), source) from None
 
     @classmethod
     def from_file(cls, path: str | Path) -> TrainConfig:
@@ -107,17 +150,70 @@ class TrainConfig:
         return cls.from_dict(data, str(path))
 
 
+INTERACTIONS = ("concat", "cross_attention")
+POOLING_MODES = ("cls", "mean", "last")
+SCHEDULERS = ("linear", "cosine", "constant")
 _SCALARS = {"int": (int,), "float": (int, float), "bool": (bool,), "str": (str,)}
 
 
-def _check_type(name: str, annotation: str, value: Any, source: str | None) -> None:
-    """Settings from a file are checked against the field's type, so a typo names the file and the setting."""
+def _check_type(name: str, annotation: str, value: Any, source: str | None) -> Any:
+    """Settings from a file are checked against the field's type, so a typo names the file and the setting.
+    Returns the value, a numeric string converted for a float setting: YAML 1.1 (PyYAML) reads ``1e-4`` (no dot)
+    as the string '1e-4'."""
     base = annotation.replace(" | None", "").strip()
+    if base == "float" and isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            pass
     if base.startswith("list"):
         ok = isinstance(value, (list, str))
     elif base in _SCALARS:
         ok = isinstance(value, _SCALARS[base]) and not (base in ("int", "float") and isinstance(value, bool))
     else:
-        return
+        return value
     if not ok:
         raise DataError(f"expected {base}, got {type(value).__name__} {value!r}", source, field=name)
+    return value
+
+
+def _check_choice(name: str, value: Any, choices: tuple[str, ...], *, optional: bool = False) -> None:
+    if value is None and optional:
+        return
+    if value not in choices:
+        default = " (or unset for the backbone's own)" if optional else ""
+        raise ValueError(f"{name} must be one of {', '.join(choices)}{default}; got {value!r}")
+
+
+def _check_number(
+    name: str,
+    value: Any,
+    *,
+    minimum: float | None = None,
+    maximum: float | None = None,
+    above: float | None = None,
+    below: float | None = None,
+    optional: bool = False,
+    integer: bool = False,
+    why: str = "",
+) -> None:
+    """A numeric setting within its range (NaN and infinity are out of every range)."""
+    if value is None and optional:
+        return
+    bounds = []
+    if minimum is not None:
+        bounds.append(f">= {minimum:g}")
+    if above is not None:
+        bounds.append(f"> {above:g}")
+    if maximum is not None:
+        bounds.append(f"<= {maximum:g}")
+    if below is not None:
+        bounds.append(f"< {below:g}")
+    kinds = (int,) if integer else (int, float)
+    ok = isinstance(value, kinds) and not isinstance(value, bool) and math.isfinite(value)
+    ok = ok and (minimum is None or value >= minimum) and (maximum is None or value <= maximum)
+    ok = ok and (above is None or value > above) and (below is None or value < below)
+    if not ok:
+        reason = f" ({why})" if why else ""
+        kind = "a whole number" if integer else "a number"
+        raise ValueError(f"{name} must be {kind} {' and '.join(bounds)}{reason}; got {value!r}")
