@@ -125,7 +125,6 @@ class Trainer:
             self.benchmark = load_benchmark(config.eval_benchmark)
         self.resume, self.overwrite = resume, overwrite
         self.plan = outputs.plan(self.output, config.to_dict(), self.data_digest, resume=resume, overwrite=overwrite)
-        dist_utils.barrier()  # every rank has read the output dir before rank 0 may clear it
         if model is None and self.plan.finished:  # nothing to train: the trainer holds the finished model
             model = InFEmbed.load(str(self.output), device=config.device)
         self.model = model or build_model(config, device=config.device)
@@ -329,9 +328,11 @@ class Trainer:
         """Run (or continue) the training and save the model dir; returns its path. ``resume`` overrides the
         constructor's choice."""
         cfg = self.config
-        if resume is not None and resume != self.resume:
+        if resume is not None:
             self.resume = resume
-            self.plan = outputs.plan(self.output, cfg.to_dict(), self.data_digest, resume=resume, overwrite=self.overwrite)
+        # again: the dir may have changed since the constructor looked (an earlier call of train, another rank)
+        self.plan = outputs.plan(self.output, cfg.to_dict(), self.data_digest, resume=self.resume, overwrite=self.overwrite)
+        dist_utils.barrier()  # every rank has read the output dir before rank 0 may clear it
         if self.plan.finished:
             self._log_line(f"{self.output} already holds this run, finished: nothing to train "
                            "(--overwrite trains it again)")
