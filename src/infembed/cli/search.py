@@ -128,9 +128,13 @@ def search_command(
         None, "--ef-search", help="HNSW: candidates explored (higher = better recall, slower)."
     ),
     nprobe: int = typer.Option(None, "--nprobe", help="IVF: lists visited."),
+    exclusions: str = typer.Option("rules", "--exclusions", help="How instructions that exclude are handled: 'rules' (default: search with what the instruction keeps, push down documents matching what it excludes), 'off', or 'llm' (--exclusion-llm-url/--exclusion-llm-model). docs/instructions.md."),
+    exclusion_llm_url: str = typer.Option(None, "--exclusion-llm-url", help="OpenAI-compatible base URL for --exclusions llm."),
+    exclusion_llm_model: str = typer.Option(None, "--exclusion-llm-model", help="Model name for --exclusions llm."),
 ) -> None:
     """Search an index with a query and an instruction; prints a ranked table (or JSON with --json)."""
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     from infembed.search.index import Index
@@ -145,16 +149,23 @@ def search_command(
     aligned = (
         instructions if len(instructions) > 1 else [instructions[0] if instructions else None] * len(query)
     )
+    from infembed.cli.evaluate import exclusion_splitter_from_flags
+
+    splitter = exclusion_splitter_from_flags(exclusions, exclusion_llm_url, exclusion_llm_model)
     index = Index.load(index_dir, model, device=device, ef_search=ef_search, nprobe=nprobe)
-    results = index.search(query, aligned, k=k)
+    settings = index.exclusion_settings(exclusions)
+    results = index.search(query, aligned, k=k, exclusions=settings, exclusion_splitter=splitter)
+    splits = index.split(aligned, settings, splitter)
     records = [
         {
             "query": q,
             "instruction": i,
             "k": k,
+            "exclusions": exclusions,
+            **({"split": split.to_json()} if split.exclude else {}),
             "hits": [hit.to_dict(rank) for rank, hit in enumerate(hits, start=1)],
         }
-        for q, i, hits in zip(query, aligned, results)
+        for q, i, split, hits in zip(query, aligned, splits, results)
     ]
     if as_json:
         payload = records[0] if len(records) == 1 else {"results": records}
@@ -162,9 +173,12 @@ def search_command(
         return
     out = Console()
     for record in records:
-        title = f"[bold]{record['query']}[/]" + (
-            f"\n[dim]{record['instruction']}[/]" if record["instruction"] else ""
+        title = f"[bold]{escape(record['query'])}[/]" + (
+            f"\n[dim]{escape(record['instruction'])}[/]" if record["instruction"] else ""
         )
+        if "split" in record:
+            title += "\n[dim]searched with: {}; excluded: {}[/]".format(
+                escape(record["split"]["keep"] or "(the query alone)"), escape("; ".join(record["split"]["exclude"])))
         table = Table(title=title, title_justify="left")
         table.add_column("rank", justify="right")
         table.add_column("id")

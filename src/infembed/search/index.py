@@ -549,24 +549,139 @@ class Index:
         k: int = 10,
         *,
         batch_size: int = 32,
+        exclusions: Any = "rules",
+        exclusion_splitter: Callable[[str], Any] | None = None,
     ) -> list[list[Hit]]:
         """The top ``k`` documents for each (query, instruction) pair, best first.
 
         ``queries`` is a list (or one string); ``instructions`` is None, one string for all queries, or a list
         aligned with ``queries``. Returns one list of :class:`Hit` per query (fewer than ``k`` when the corpus
         is smaller, or, for BM25, when fewer documents share a term with the query).
+
+        ``exclusions`` (``"rules"`` by default, ``"off"``, ``"llm"`` with ``exclusion_splitter``, or
+        :class:`~infembed.exclusions.ExclusionSettings`): an instruction that excludes something ("documents on X
+        are not relevant") is searched with what it keeps, and documents matching an excluded aspect are pushed
+        down (docs/instructions.md); the candidates are the top ``max(pool, 5k)`` by the kept part. Queries whose
+        instruction excludes nothing get exactly the plain search. :meth:`split` shows the split used.
         """
         queries, instructions = _align(queries, instructions)
         if k < 1:
             raise ValueError(f"k must be at least 1, got {k}")
         if not queries:
             return []
+        settings = self.exclusion_settings(exclusions)
+        splits = self.split(instructions, settings, exclusion_splitter)
+        plain_rows = [r for r, split in enumerate(splits) if not split.exclude]
+        results: list[list[Hit]] = [[] for _ in queries]
+        if plain_rows:
+            plain_q = [queries[r] for r in plain_rows]
+            plain_i = [instructions[r] for r in plain_rows]
+            if self.kind == "bm25":
+                scores, indices = self._bm25_search(plain_q, plain_i, k)
+            else:
+                vectors = self.model.encode_queries(plain_q, plain_i, batch_size=batch_size)
+                scores, indices = self.search_vectors(vectors, k)
+            for r, hits in zip(plain_rows, self.hits(scores, indices)):
+                results[r] = hits
+        excluding = [r for r, split in enumerate(splits) if split.exclude]
+        if excluding:
+            ranked = self._exclusion_search([queries[r] for r in excluding], [splits[r] for r in excluding], k,
+                                            settings, batch_size)
+            for r, hits in zip(excluding, ranked):
+                results[r] = hits
+        return results
+
+    def exclusion_settings(self, exclusions: Any = "rules") -> Any:
+        """The exclusion settings a search uses: the model's fitted ones (infembed.json) or the defaults."""
+        from infembed.evaluate.retrievers import resolve_exclusions
+        from infembed.exclusions import DEFAULTS, ExclusionSettings
+
         if self.kind == "bm25":
-            scores, indices = self._bm25_search(queries, instructions, k)
+            default = DEFAULTS["bm25"]
         else:
-            vectors = self.model.encode_queries(queries, instructions, batch_size=batch_size)
-            scores, indices = self.search_vectors(vectors, k)
-        return self.hits(scores, indices)
+            fitted = getattr(self.model.config, "exclusions", None)
+            default = ExclusionSettings.from_json(fitted) if fitted else DEFAULTS["dense"]
+        return resolve_exclusions(exclusions, default)
+
+    def split(self, instructions: Sequence[str | None], settings: Any = None,
+              exclusion_splitter: Callable[[str], Any] | None = None) -> list[Any]:
+        """Each instruction's :class:`~infembed.instructions.Instruction` as :meth:`search` uses it."""
+        from infembed.instructions import Instruction, split_instructions
+
+        settings = settings if settings is not None else self.exclusion_settings("rules")
+        if not settings.enabled:
+            return [Instruction((i or "").strip()) for i in instructions]
+        if settings.splitter == "llm" and exclusion_splitter is None:
+            raise ValueError("exclusions 'llm' needs an exclusion_splitter (infembed.instructions.llm_splitter)")
+        return split_instructions(list(instructions), exclusion_splitter or settings.splitter)
+
+    def _exclusion_search(self, queries: list[str], splits: list[Any], k: int, settings: Any,
+                          batch_size: int) -> list[list[Hit]]:
+        """Keep-part candidates, then the exclusion penalty over them (infembed.exclusions)."""
+        from infembed.exclusions import penalised_scores
+
+        depth = min(self.count, max(settings.pool, 5 * k))
+        keeps = [s.keep or None for s in splits]
+        if self.kind == "bm25":
+            all_scores = self._bm25_scores(queries, keeps)
+            candidates = [np.argsort(-row, kind="stable")[:depth] for row in all_scores]
+            keep_scores = [row[c] for row, c in zip(all_scores, candidates)]
+        else:
+            vectors = self.model.encode_queries(queries, keeps, batch_size=batch_size)
+            scores, indices = self.search_vectors(vectors, depth)
+            candidates = [row[row >= 0] for row in indices]
+            keep_scores = [s[i >= 0] for s, i in zip(scores, indices)]
+        texts = [t for s in splits for t in (*s.exclude, *(g for g in s.guards if g))]
+        text_scores = self._text_scores(texts, candidates, splits, batch_size)
+        out = []
+        for row in range(len(splits)):
+            aspect_rows, guard_rows = text_scores[row]
+            final = penalised_scores(keep_scores[row], aspect_rows, settings, guards=guard_rows)
+            order = np.argsort(-final, kind="stable")[:k]
+            out.append(self.hits(final[order][None], candidates[row][order][None])[0])
+        return out
+
+    def _text_scores(self, texts: list[str], candidates: list[np.ndarray], splits: list[Any],
+                     batch_size: int) -> list[tuple[np.ndarray, list[np.ndarray | None]]]:
+        """Per query, the scores of its aspects (m, n_candidates) and guards against its candidates."""
+        if self.kind == "bm25":
+            matrix = self._bm25_scores(texts, [None] * len(texts)) if texts else np.zeros((0, self.count))
+        else:
+            vectors = self.model.encode_queries(texts, None, batch_size=batch_size) if texts else None
+        out, cursor = [], 0
+        for row, split in enumerate(splits):
+            cand = candidates[row]
+            n_texts = len(split.exclude) + sum(1 for g in split.guards if g)
+            if self.kind == "bm25":
+                block = matrix[cursor:cursor + n_texts][:, cand]
+            else:
+                block = vectors[cursor:cursor + n_texts] @ self._vectors_of(cand).T
+            cursor += n_texts
+            aspects = block[: len(split.exclude)]
+            guard_iter = iter(block[len(split.exclude):])
+            guards = [next(guard_iter) if split.guard_of(j) else None for j in range(len(split.exclude))]
+            out.append((aspects, guards))
+        return out
+
+    def _vectors_of(self, rows: np.ndarray) -> np.ndarray:
+        """The stored embeddings of these rows (faiss reconstruct; IVF gets a direct map once)."""
+        if self.kind == "ivf" and not getattr(self, "_direct_map", False):
+            import faiss
+
+            faiss.extract_index_ivf(self.vectors).make_direct_map()
+            self._direct_map = True
+        return self.vectors.reconstruct_batch(np.asarray(rows, dtype=np.int64))
+
+    def _bm25_scores(self, queries: list[str], instructions: list[str | None]) -> np.ndarray:
+        """BM25 scores of every joined (query, instruction) text against every document."""
+        import bm25s
+
+        from infembed.templates import join
+
+        settings = self.meta["bm25"]
+        texts = [join(settings["template"], q, i) for q, i in zip(queries, instructions)]
+        tokens = bm25s.tokenize(texts, stopwords=settings["stopwords"], return_ids=False, show_progress=False)
+        return np.stack([self.bm25.get_scores(t) for t in tokens]).astype(np.float32)
 
     def encode_queries(
         self,

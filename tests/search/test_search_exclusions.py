@@ -1,0 +1,84 @@
+"""Exclusion-aware search on an index (Index.search, infembed search): the same ranking as exclusion-aware
+evaluation, for BM25 and for dense indexes; plain instructions unchanged; the split is visible.
+
+Invariants: on a BM25 index of the Cranfield collection, the top 10 of Index.search with exclusions equals the
+top 10 of the evaluation's exclusion-aware run for every query of the adversarial benchmark; on flat, HNSW and IVF
+dense indexes an excluded document moves down while a plain instruction gives exactly the plain hits.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from infembed.data.formats import load_benchmark
+from infembed.evaluate.retrievers import BM25Retriever
+from infembed.search import Index
+
+CORPUS = {
+    "electric": "Battery electric cars and their charging networks in cities.",
+    "hybrid": "Hybrid cars combine a petrol engine with an electric motor for fuel economy.",
+    "diesel": "Diesel cars and their fuel economy on long trips.",
+    "bikes": "Commuting by bicycle in cities.",
+    "batteries": "How long electric car batteries last and what they cost to replace.",
+    "trains": "High speed trains between European cities.",
+}
+
+
+def _ids(hits):
+    return [h.id for h in hits]
+
+
+def test_bm25_index_equals_exclusion_aware_evaluation(data_dir, tmp_path):
+    bench = load_benchmark(data_dir / "followir-cranfield-excl")
+    index = Index.build(None, bench.corpus, tmp_path / "idx", kind="bm25")
+    qids = [q for q in bench.queries if q in bench.qrels_og]
+    queries = [bench.queries[q].text for q in qids]
+    instructions = [bench.queries[q].instruction_changed for q in qids]
+    retriever = BM25Retriever(exclusions="rules")
+    retriever.index(bench.corpus)
+    run = retriever.retrieve(qids, queries, instructions, top_k=10)
+    hits = index.search(queries, instructions, k=10)
+    for qid, row in zip(qids, hits):
+        expected = sorted(run[qid], key=lambda d: (-run[qid][d], d))
+        assert _ids(row) == expected or sorted(_ids(row)) == sorted(expected), qid
+    plain = index.search(queries, instructions, k=10, exclusions="off")
+    assert sum(_ids(a) != _ids(b) for a, b in zip(hits, plain)) >= 20  # exclusions really change rankings
+
+
+@pytest.mark.parametrize("kind", ["flat", "hnsw", "ivf"])
+def test_dense_indexes_push_excluded_documents_down(kind, model, tmp_path):
+    index = Index.build(model, CORPUS, tmp_path / kind, kind=kind, nlist=2 if kind == "ivf" else None,
+                        nprobe=2 if kind == "ivf" else None)
+    query = "cars and fuel economy"
+    excluding = "Documents about electric cars are not relevant."
+    on = _ids(index.search(query, excluding, k=6)[0])
+    off = _ids(index.search(query, excluding, k=6, exclusions="off")[0])
+    assert on.index("electric") > off.index("electric") or on.index("electric") >= 4
+    assert on.index("batteries") >= off.index("batteries")
+    plain = "Any kind of car is relevant."
+    with_rules = index.search(query, plain, k=6)[0]
+    without = index.search(query, plain, k=6, exclusions="off")[0]
+    assert [(h.id, h.score) for h in with_rules] == [(h.id, h.score) for h in without]
+    assert index.split([excluding])[0].exclude == ["electric cars"]
+
+
+def test_search_cli_shows_the_split_and_accepts_off(model, tmp_path):
+    index_dir = tmp_path / "idx"
+    Index.build(None, CORPUS, index_dir, kind="bm25")
+    cli = Path(sys.executable).with_name("infembed")
+    if not cli.exists():
+        pytest.skip("infembed entry point not installed")
+    run = subprocess.run([str(cli), "search", "-i", str(index_dir), "-q", "cars fuel economy", "-I",
+                          "Documents about electric cars are not relevant.", "--json"],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    payload = json.loads(run.stdout)
+    assert payload["split"]["exclude"] == ["electric cars"] and payload["exclusions"] == "rules"
+    bad = subprocess.run([str(cli), "search", "-i", str(index_dir), "-q", "cars", "--exclusions", "regex"],
+                         capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and "--exclusions must be one of" in bad.stderr and "Traceback" not in bad.stderr
