@@ -133,8 +133,21 @@ def replay(task: str | None, content: str, by_query: dict[str, dict[str, str]]) 
     return None
 
 
+def _split_task(messages: list[dict[str, Any]]) -> str | None:
+    """The instruction splitter's prompt (infembed.instructions.LLM_SYSTEM_PROMPT) is the task "split"."""
+    from infembed.instructions import LLM_SYSTEM_PROMPT
+
+    first_system = next((m.get("content") for m in messages if m.get("role") == "system"), None)
+    return "split" if first_system == LLM_SYSTEM_PROMPT else None
+
+
 def answer(task: str | None, content: str, reply: str | None) -> tuple[str, str]:
     """(answer text, finish_reason) for a prompt; ``reply`` is a rule's misbehaviour."""
+    if task == "split" and reply is None:
+        # a model that splits like the rules would, in the JSON the prompt asks for, wrapped in prose
+        from infembed.instructions import split_instruction
+
+        return "Here is the JSON:\n" + json.dumps(split_instruction(content).to_json()), "stop"
     if reply == "empty":
         return "", "stop"
     if reply == "refusal":
@@ -277,7 +290,7 @@ class _Server(ThreadingHTTPServer):
     def handle_chat(self, handler: _Handler, body: dict[str, Any]) -> None:
         behaviour = self.behaviour
         messages = body.get("messages") or []
-        task = task_of(messages)
+        task = task_of(messages) or _split_task(messages)
         content = "\n".join(str(m.get("content") or "") for m in messages if m.get("role") != "system")
         with self.lock:
             self.counts["requests"] += 1
