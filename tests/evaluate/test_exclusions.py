@@ -114,7 +114,10 @@ def test_excluded_documents_move_down_and_plain_instructions_do_not_change(kind,
     instructions = ["Documents about electric cars are not relevant.", "Any kind of car is relevant."]
     on = retriever.retrieve(qids, queries, instructions, top_k=5)
     off = plain.retrieve(qids, queries, instructions, top_k=5)
-    assert on["q2"] == off["q2"]  # nothing excluded: exactly the plain scores
+    # nothing excluded: the plain scores. Up to float noise: the exclusion-aware retriever may encode q2 in a
+    # batch of other lengths, and a cosine's last bits then depend on the CPU's kernels (never exact equality)
+    assert on["q2"].keys() == off["q2"].keys()
+    assert max(abs(on["q2"][d] - off["q2"][d]) for d in off["q2"]) <= 1e-5
 
     def rank(run, doc):
         return sorted(run, key=lambda d: -run[d]).index(doc) + 1
@@ -189,3 +192,15 @@ def test_fit_exclusions_cli_saves_into_the_model_dir(data_dir, tmp_path, minilm)
     assert retriever.exclusions.alpha == saved["alpha"] and retriever.exclusions.threshold == saved["threshold"]
     both = infembed("fit-exclusions", "--data", rows, "--model", model_dir, "-r", "bm25", cwd=tmp_path)
     assert both.returncode == 2 and "exactly one of" in both.stderr
+
+
+def test_model_score_is_exclusion_aware_and_plain_when_off(minilm):
+    passages = [f"{d.title}. {d.text}" for d in CORPUS.values()]
+    query, instruction = ["cars and their fuel"], ["Documents about electric cars are not relevant."]
+    off = minilm.score(query, instruction, passages, exclusions="off")
+    plain = minilm.encode_queries(query, instruction) @ minilm.encode_passages(passages).T
+    assert np.abs(off - plain).max() <= 1e-5
+    on = minilm.score(query, instruction, passages)
+    ids = list(CORPUS)
+    order_on = [ids[i] for i in np.argsort(-on[0])]
+    assert order_on.index("d1") > 1 and order_on.index("d5") > 1

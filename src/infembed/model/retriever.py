@@ -269,6 +269,39 @@ class InFEmbed(nn.Module):
     def encode_passages(self, texts: Sequence[str], *, batch_size: int = 32, progress: str | None = None) -> np.ndarray:
         return self.passage_side.encode(texts, max_length=self.config.passage_max_length, batch_size=batch_size, progress=progress)
 
+    def score(
+        self,
+        queries: Sequence[str],
+        instructions: Sequence[str | None] | None,
+        passages: Sequence[str] | np.ndarray,
+        *,
+        exclusions: Any = "rules",
+        batch_size: int = 32,
+    ) -> np.ndarray:
+        """Instruction-aware scores (n_queries, n_passages) of passage texts or their embeddings, exclusion-aware
+        by default: an instruction that excludes something is searched with what it keeps and passages matching
+        an excluded aspect are pushed down (docs/instructions.md; this model's fitted settings from infembed.json,
+        else the dense defaults). ``exclusions="off"`` gives exactly ``encode_queries(...) @ passages.T``.
+
+            >>> model.score(["fuel economy of cars"], ["Electric cars are not relevant."], passages)
+        """
+        from infembed.evaluate.retrievers import resolve_exclusions
+        from infembed.exclusions import DEFAULTS, ExclusionSettings, exclusion_aware_scores
+
+        queries = list(queries)
+        instructions = list(instructions) if instructions is not None else [None] * len(queries)
+        if isinstance(passages, np.ndarray):
+            embeddings = passages
+        else:
+            embeddings = self.encode_passages(list(passages), batch_size=batch_size)
+        fitted = self.config.exclusions
+        settings = resolve_exclusions(exclusions, ExclusionSettings.from_json(fitted) if fitted else DEFAULTS["dense"])
+
+        def score_pairs(qs: Sequence[str], ins: Sequence[str | None]) -> np.ndarray:
+            return self.encode_queries(list(qs), list(ins), batch_size=batch_size) @ embeddings.T
+
+        return exclusion_aware_scores(score_pairs, queries, instructions, settings)
+
     def encode_queries(
         self,
         queries: Sequence[str],
