@@ -82,3 +82,32 @@ def test_search_cli_shows_the_split_and_accepts_off(model, tmp_path):
     bad = subprocess.run([str(cli), "search", "-i", str(index_dir), "-q", "cars", "--exclusions", "regex"],
                          capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and "--exclusions must be one of" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_service_applies_exclusions_per_request_and_shows_the_split(model, tmp_path):
+    import concurrent.futures
+
+    import httpx
+
+    from infembed.search.service import BackgroundServer, create_app
+
+    index = Index.build(model, CORPUS, tmp_path / "svc")
+    app = create_app(index, max_wait_ms=20)
+    query, excluding = "cars and fuel economy", "Documents about electric cars are not relevant."
+    with BackgroundServer(app) as base, httpx.Client(base_url=base, timeout=60) as client:
+        on = client.post("/search", json={"query": query, "instruction": excluding, "k": 6}).json()
+        off = client.post("/search", json={"query": query, "instruction": excluding, "k": 6, "exclusions": "off"}).json()
+        assert on["exclusions"] == "rules" and on["split"]["exclude"] == ["electric cars"]
+        assert off["exclusions"] == "off" and off.get("split") is None
+        assert [h["id"] for h in on["hits"]] == _ids(index.search(query, excluding, k=6)[0])
+        assert [h["id"] for h in off["hits"]] == _ids(index.search(query, excluding, k=6, exclusions="off")[0])
+        assert client.get("/health").json()["exclusions"]["splitter"] == "rules"
+        bad = client.post("/search", json={"query": query, "exclusions": "regex"})
+        assert bad.status_code == 422
+        # concurrent requests with both modes batched together: each gets its own mode's ranking
+        bodies = [{"query": query, "instruction": excluding, "k": 6, "exclusions": m} for m in ("rules", "off") * 8]
+        with concurrent.futures.ThreadPoolExecutor(8) as pool:
+            replies = list(pool.map(lambda b: client.post("/search", json=b).json(), bodies))
+        for body, reply in zip(bodies, replies):
+            expected = on if body["exclusions"] == "rules" else off
+            assert [h["id"] for h in reply["hits"]] == [h["id"] for h in expected["hits"]]

@@ -221,9 +221,15 @@ def serve_command(
     no_batching: bool = typer.Option(False, "--no-batching", help="Encode each request on its own."),
     ef_search: int = typer.Option(None, "--ef-search", help="HNSW: candidates explored per search."),
     nprobe: int = typer.Option(None, "--nprobe", help="IVF: lists visited per search."),
+    exclusions: str = typer.Option("rules", "--exclusions", help="Default handling of instructions that exclude: 'rules' (default), 'off' or 'llm' (--exclusion-llm-url/--exclusion-llm-model); a request may ask for 'off' or 'rules'."),
+    exclusion_llm_url: str = typer.Option(None, "--exclusion-llm-url", help="OpenAI-compatible base URL for --exclusions llm."),
+    exclusion_llm_model: str = typer.Option(None, "--exclusion-llm-model", help="Model name for --exclusions llm."),
 ) -> None:
     """Serve an index over HTTP: POST /search, POST /embed, GET /health, docs at /docs."""
+    from infembed.cli.evaluate import exclusion_splitter_from_flags
     from infembed.search.service import serve
+
+    splitter = exclusion_splitter_from_flags(exclusions, exclusion_llm_url, exclusion_llm_model)
 
     console.print(f"loading {index_dir} ...; then serving on http://{host}:{port}  (API docs at /docs)")
     serve(
@@ -240,6 +246,8 @@ def serve_command(
         max_k=max_k,
         batching=not no_batching,
         max_wait_ms=max_wait_ms,
+        exclusions=exclusions,
+        exclusion_splitter=splitter,
     )
 
 

@@ -288,6 +288,11 @@ class SearchRequest(BaseModel):
         None, description="A batch of queries (at most max_batch, see /health)."
     )
     k: int = Field(10, ge=1, description="Results per query, 1 to max_k (see /health).")
+    exclusions: Literal["off", "rules"] | None = Field(
+        None,
+        description="How instructions that exclude are handled: 'rules' (search with what the instruction keeps, "
+        "push down passages matching what it excludes) or 'off'. Default: the server's (see /health).",
+    )
 
     @model_validator(mode="after")
     def _one_form(self) -> SearchRequest:
@@ -308,10 +313,20 @@ class HitOut(BaseModel):
     text: str
 
 
+class InstructionSplit(BaseModel):
+    keep: str
+    exclude: list[str]
+    guards: list[str] | None = None
+
+
 class SearchResult(BaseModel):
     query: str
     instruction: str | None
     k: int
+    exclusions: str
+    split: InstructionSplit | None = Field(
+        None, description="How the instruction was split (present when it excludes something)."
+    )
     hits: list[HitOut]
 
 
@@ -369,6 +384,8 @@ def create_app(
     max_wait_ms: float = 2.0,
     max_body_bytes: int | None = None,
     encode_batch_size: int = 64,
+    exclusions: str = "rules",
+    exclusion_splitter: Callable[[str], Any] | None = None,
 ) -> Any:
     """A FastAPI app serving ``index``. ``api_key``: required on /search and /embed when set (header
     ``Authorization: Bearer <key>`` or ``X-API-Key: <key>``). ``batching=False`` encodes each request on its
@@ -386,12 +403,23 @@ def create_app(
         # room for max_batch (query + instruction) pairs of max_text_chars, JSON-escaped (up to 6 bytes a char)
         max_body_bytes = 2 * max_batch * max_text_chars * 6 + 65536
 
-    def run_searches(items: list[tuple[str, str | None, int]]) -> list[list[Hit]]:
-        top = max(k for _, _, k in items)
-        results = index.search(
-            [q for q, _, _ in items], [i for _, i, _ in items], k=top, batch_size=encode_batch_size
-        )
-        return [hits[:k] for hits, (_, _, k) in zip(results, items)]
+    default_exclusions = index.exclusion_settings(exclusions)
+    if default_exclusions.splitter == "llm" and exclusion_splitter is None:
+        raise ValueError("exclusions 'llm' needs an exclusion splitter (--exclusion-llm-url/--exclusion-llm-model)")
+
+    def run_searches(items: list[tuple[str, str | None, int, str]]) -> list[list[Hit]]:
+        results: list[list[Hit]] = [[] for _ in items]
+        for mode in dict.fromkeys(m for *_, m in items):  # one index.search per exclusion mode in the batch
+            rows = [n for n, item in enumerate(items) if item[3] == mode]
+            top = max(items[n][2] for n in rows)
+            found = index.search(
+                [items[n][0] for n in rows], [items[n][1] for n in rows], k=top, batch_size=encode_batch_size,
+                exclusions=index.exclusion_settings(mode) if mode != default_exclusions.splitter else default_exclusions,
+                exclusion_splitter=exclusion_splitter,
+            )
+            for n, hits in zip(rows, found):
+                results[n] = hits[: items[n][2]]
+        return results
 
     def run_query_embeddings(items: list[tuple[str, str | None]]) -> list[Any]:
         return list(
@@ -494,10 +522,14 @@ def create_app(
             where = "" if request.queries is None else f"queries[{n}]."
             check_text(f"{where}query", query)
             check_text(f"{where}instruction", instruction, required=False)
-        results = await batchers["search"].submit([(q, i, request.k) for q, i in pairs])
+        mode = request.exclusions or default_exclusions.splitter
+        results = await batchers["search"].submit([(q, i, request.k, mode) for q, i in pairs])
+        splits = index.split([i for _, i in pairs], index.exclusion_settings(mode) if mode != default_exclusions.splitter
+                             else default_exclusions, exclusion_splitter)
         out = [
-            {"query": q, "instruction": i, "k": request.k, "hits": hits_out(hits)}
-            for (q, i), hits in zip(pairs, results)
+            {"query": q, "instruction": i, "k": request.k, "exclusions": mode,
+             **({"split": split.to_json()} if split.exclude else {}), "hits": hits_out(hits)}
+            for (q, i), split, hits in zip(pairs, splits, results)
         ]
         return out[0] if request.queries is None else {"results": out}
 
@@ -538,6 +570,7 @@ def create_app(
             else None,
             "model_fingerprint": index.fingerprint,
             "auth": api_key is not None,
+            "exclusions": default_exclusions.to_json(),
             "limits": {
                 "max_batch": max_batch,
                 "max_text_chars": max_text_chars,
