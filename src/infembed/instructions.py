@@ -85,6 +85,7 @@ _NOT_WANTED = (
     r"|(?:irrelevant|off[- ]topic|out of scope|out[- ]of[- ]scope|outside (?:the |my |our )?(?:scope|focus|topic|remit)|"
     r"beyond (?:the |my |our )?scope|not in scope|unwanted|undesired|excluded|to be excluded|of no (?:interest|use|relevance)|"
     r"no good|unhelpful|not what i(?:'m| am) (?:looking for|after)|not what we(?:'re| am| are) (?:looking for|after)|"
+    r"not what (?:i|we) (?:need|want|have in mind)|off[- ]limits|not needed|not wanted|"
     r"ruled out|disqualified|not applicable|inapplicable))"
 )
 _PASSIVE_REMOVE = (
@@ -112,6 +113,7 @@ _NOT_INTERESTED = (
     r"(?:want|need|care about|care for|like|wish to see|want to see|want to read|want to hear about|need to see|"
     r"need to know about|want to know about|want anything about|want anything on)"
     r"|(?:i|we)\s+(?:have no (?:interest|use) (?:in|for)|am uninterested in|are uninterested in|dislike|hate)"
+    r"|(?:i'd|i would|we'd|we would|i'd much|i would much)\s+(?:much\s+)?rather not\s+(?:see|get|read|have|hear about|be shown)"
     r"|no interest in|not interested in|uninterested in"
 )
 # negations that do not exclude anything
@@ -122,7 +124,7 @@ _NOT_EXCLUSION = re.compile(
     r"no more than|no less than|no later than|no earlier than|no longer than|not more than|not less than|"
     r"not older than|not earlier than|not later than|not exceed|no need to|not so much|not too|no doubt|"
     r"nothing else|not important|is not essential|are not essential|is not a requirement|are not a requirement|"
-    r"not a must|none of the requirements|is not critical)\b",
+    r"not a must|none of the requirements|is not critical|(?:are|is) still (?:relevant|fine|welcome|acceptable|ok|useful))\b",
     re.IGNORECASE,
 )
 _FILLER_HEAD = re.compile(
@@ -226,7 +228,8 @@ def _compile(pattern: str) -> re.Pattern[str]:
 _SUBJECT_RULE = _compile(rf"^(?P<aspect>.+?)[\s,]*(?::\s*|\s+)(?:{_NOT_WANTED}|{_PASSIVE_REMOVE})(?P<rest>\b.*)?$")
 # predicate first: "Not relevant: X", "Irrelevant are X", "Excluded: X"
 _PREDICATE_FIRST = _compile(
-    r"^(?:not relevant|irrelevant|off[- ]topic|out of scope|excluded|exclusions?|exclude|not wanted|unwanted|"
+    r"^(?:not relevant|irrelevant|off[- ]topic|off[- ]limits|out of scope|excluded|exclusions?|exclude|not wanted|unwanted|"
+    r"not needed|not interested|no thanks|"
     r"not of interest|do not include|don't include|avoid|skip|ignore|no)\s*[:\-–—]\s*(?P<aspect>.+)$"
 )
 _NOT_RELEVANT_ARE = _compile(r"^(?:not relevant|irrelevant|off[- ]topic|excluded) (?:are|is|would be|will be) (?P<aspect>.+)$")
@@ -243,10 +246,18 @@ _SHORT = _compile(
 _TAIL = _compile(
     r"^(?P<keep>.*?\w.*?)(?:,\s*|\s+|\s*[(\-–—]\s*)(?P<cue>but not|and not|not including|excluding|except for|except|"
     r"with the exception of|apart from|aside from|other than|save for|leaving out|ignoring|skipping|avoiding|minus|"
-    r"without any|without(?! (?:regard|doubt|necessarily|exception|loss))|but nothing (?:on|about)|but no|though not|rather than|instead of|as opposed to|but please (?:skip|ignore|"
+    r"without any|without(?! (?:regard|doubt|necessarily|exception|loss))|but nothing (?:on|about)|"
+    r"(?:pls|plz|please) no|(?:pls |plz |please )?(?:dont|don't|do not) (?:show(?: me)?|include|return|want|give me)|but no|though not|rather than|instead of|as opposed to|but please (?:skip|ignore|"
     r"exclude|avoid|leave out|omit|drop)|but (?:skip|ignore|exclude|avoid|leave out|omit|drop|don't include|do not include|"
     r"not interested in|i(?:'m| am) not interested in|i don't want|i do not want|please don't return|"
     r"don't return|do not return|don't show|do not show))\s+(?P<aspect>[^()]+?)\)?$"
+)
+# "Not X but Y (is what I want)": X excluded, Y kept ("not only X but also Y" is guarded as no exclusion)
+_NOT_BUT = _compile(r"^not\s+(?P<aspect>[^,;]+?),?\s+but(?: rather)?\s+(?P<keep>.+)$")
+# a list continued in the same clause: "X is not relevant, as is Y / and so are Y / nor are Y"
+_SAME_CLAUSE_MORE = _compile(
+    r"^,?\s*(?:as (?:is|are|do|does)|and so (?:is|are|do|does)|nor (?:is|are|do|does)|and neither (?:is|are)|"
+    r"as are|and the same (?:goes )?for|and likewise|and also|and)\s+(?P<aspect>.+?)(?:,?\s+(?:either|too|as well))?$"
 )
 # list continued: "Also X." after an exclusion sentence
 _CONTINUATION = _compile(
@@ -309,17 +320,25 @@ def _exclusion_of_clause(clause: str) -> tuple[str, list[str]] | None:
             aspect = m.group("aspect")
             if aspects_of(aspect) and not re.match(r"^(?:it|this|that|they|these|those)$", _strip_end(aspect), re.IGNORECASE):
                 keep = ""
+                more: list[str] = []
                 if rest and re.match(r"^(?:but|however|;|,)?\s*(?:documents?|passages?|those|ones|anything)\b", rest, re.IGNORECASE):
                     keep = rest
-                return keep, aspects_of(aspect)
+                elif rest and (extra := _SAME_CLAUSE_MORE.match(rest)) and not _VERB_IN_ASPECT.search(extra.group("aspect")):
+                    more = aspects_of(extra.group("aspect"))
+                return keep, aspects_of(aspect) + more
         for rule in (_IMPERATIVE, _FIRST_PERSON):
             m = rule.match(body)
             if m and aspects_of(m.group("aspect")):
                 return "", aspects_of(m.group("aspect"))
+        m = _NOT_BUT.match(body)
+        if m and aspects_of(m.group("aspect")):
+            return m.group("keep").strip(" ,"), aspects_of(m.group("aspect"))
         m = _SHORT.match(body)
         if m and not _SHORT_STOP.match(body) and not _VERB_IN_ASPECT.search(m.group("aspect")) and aspects_of(m.group("aspect")):
             return "", aspects_of(m.group("aspect"))
     m = _TAIL.match(body)
+    if m and m.group("cue").lower().startswith("without") and _VERB_IN_ASPECT.search(m.group("aspect")):
+        m = None
     if m and not _NOT_EXCLUSION.search(m.group("cue") + " " + m.group("aspect")):
         keep = m.group("keep").strip(" ,")
         if re.search(r"\b(?:not only|not just|not merely)\s*$", keep, re.IGNORECASE):
