@@ -122,3 +122,16 @@ def test_friendly_errors(cli, tmp_path, corpus_path):
     assert result.exit_code == 2 and "2 --query but 3 --instruction" in result.stderr
     result = runner.invoke(cli, ["serve", "--help"])
     assert result.exit_code == 0 and "--api-key" in result.stdout and "127.0.0.1" in result.stdout
+
+
+@pytest.mark.parametrize("how", ["flag", "env"])
+def test_serve_refuses_an_empty_api_key(cli, flat_index, how):
+    """An empty key (``--api-key ""`` or ``INFEMBED_API_KEY=``) used to turn authentication off silently."""
+    runner = CliRunner()
+    args = ["serve", "--index", str(flat_index.path), "--port", "1"]
+    if how == "flag":
+        result = runner.invoke(cli, [*args, "--api-key", ""])
+    else:
+        result = runner.invoke(cli, args, env={"INFEMBED_API_KEY": ""})
+    assert result.exit_code == 2, result.output
+    assert "API key is empty" in result.output

@@ -230,13 +230,17 @@ def serve_command(
     from infembed.search.service import serve
 
     splitter = exclusion_splitter_from_flags(exclusions, exclusion_llm_url, exclusion_llm_model)
-
+    if api_key is None and "INFEMBED_API_KEY" in os.environ:  # click reads an empty variable as unset
+        api_key = os.environ["INFEMBED_API_KEY"]
+    if api_key is not None and not api_key.strip():
+        # an empty --api-key or INFEMBED_API_KEY= must not silently turn authentication off
+        raise ValueError("the API key is empty (--api-key or INFEMBED_API_KEY): give a key, or leave both unset")
     console.print(f"loading {index_dir} ...; then serving on http://{host}:{port}  (API docs at /docs)")
     serve(
         str(index_dir),
         host,
         port,
-        api_key or None,
+        api_key,
         model=model,
         device=device,
         ef_search=ef_search,
