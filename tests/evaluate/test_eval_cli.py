@@ -44,11 +44,14 @@ def test_eval_bm25_then_report_with_plot(data_dir, tmp_path):
     result = json.loads(out.read_text())
     assert {"benchmark", "model", "retriever", "template", "p-MRR", "score", "og", "changed", "per_query",
             "n_queries", "seconds"} <= set(result)  # fmt: skip
-    assert round(100 * result["p-MRR"], 1) == 9.6 and round(100 * result["score"], 1) == 47.8
+    # the reference to its published precision (a tolerance: 47.763 is 0.013 from a rounding boundary)
+    assert 100 * result["p-MRR"] == pytest.approx(9.6, abs=0.05)
+    assert 100 * result["score"] == pytest.approx(47.8, abs=0.05)
     # the table row, x100: benchmark, model, p-MRR, score (MAP@1000), ..., nDCG@5, nDCG@10
     row = next(line for line in done.stdout.splitlines() if "followir-cranfield" in line)
     cells = [cell.strip() for cell in re.split(r"[│|]", row) if cell.strip()]
-    assert cells[:4] == ["followir-cranfield", "bm25", "9.6", "47.8"]
+    shown = [f"{100 * result['p-MRR']:.1f}", f"{100 * result['score']:.1f}"]
+    assert cells[:4] == ["followir-cranfield", "bm25", *shown]
     assert f"{100 * result['og']['ndcg_at_5']:.1f}" in cells
     assert f"{100 * result['og']['ndcg_at_10']:.1f}" in cells
     assert "Traceback" not in done.stderr
@@ -57,7 +60,7 @@ def test_eval_bm25_then_report_with_plot(data_dir, tmp_path):
     done = infembed("report", out, "--plot", png, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 1000
-    assert "followir-cranfield" in done.stdout and "9.6" in done.stdout
+    assert "followir-cranfield" in done.stdout and shown[0] in done.stdout
 
 
 def _queries_lines(bench: Path) -> list[str]:

@@ -3,7 +3,12 @@
 Invariants:
 * On the Cranfield dev benchmarks the runner reproduces the published reference numbers (data README):
   BM25 p-MRR +9.6 / og MAP@1000 47.8 (base) and -32.3 (excl); all-MiniLM-L6-v2 +5.7 / 40.9 and -20.8
-  (x100, rounded to one decimal), and mteb's ``evaluate_p_mrr_change`` gives the same numbers on the same runs.
+  (x100, to one decimal), and mteb's ``evaluate_p_mrr_change`` gives the same numbers on the same runs.
+  "Reproduces" is a tolerance, not ``round(...) ==``: the measured values sit about 0.01 point from a rounding
+  boundary (40.862, 5.662), so a float change anywhere would flip the rounded digit. BM25 (no BLAS) must lie
+  within the published rounding (0.05 point); the dense model gets 0.1 point, because its cosines depend on the
+  CPU's kernels and thread count, and a near-tie that flips one changed document by one rank moves p-MRR by up
+  to about 0.06 point on 40 queries.
 * results.json holds the documented keys (docs/architecture.md) and is strict JSON.
 * The dense retriever encodes the corpus once for the og and the changed run, and a second evaluation of the
   same model and corpus reads the embeddings from the disk cache (no corpus encoding at all).
@@ -96,8 +101,8 @@ def test_bm25_on_cranfield_reproduces_the_reference(data_dir, monkeypatch, varia
     runs = spy(monkeypatch, retriever, "retrieve")
     result = evaluate(bench, retriever)
 
-    assert round(100 * result["p-MRR"], 1) == p_mrr_x100
-    assert round(100 * result["score"], 1) == 47.8
+    assert 100 * result["p-MRR"] == pytest.approx(p_mrr_x100, abs=0.05)
+    assert 100 * result["score"] == pytest.approx(47.8, abs=0.05)
     assert result["retriever"] == "bm25" and result["reranking"] is False
     assert result["template"] == "{query} {instruction}"
     check_result_schema(result, bench)
@@ -114,8 +119,8 @@ def test_minilm_on_cranfield_reproduces_the_reference(data_dir, minilm, monkeypa
         runs = spy(monkeypatch, retriever, "retrieve")
         result = evaluate(bench, retriever)
 
-        assert round(100 * result["p-MRR"], 1) == p_mrr_x100
-        assert round(100 * result["score"], 1) == 40.9
+        assert 100 * result["p-MRR"] == pytest.approx(p_mrr_x100, abs=0.1)  # see the module docstring
+        assert 100 * result["score"] == pytest.approx(40.9, abs=0.1)
         assert result["retriever"] == "dense"
         check_result_schema(result, bench)
         check_against_mteb(result, bench, runs[0].out, runs[1].out)
