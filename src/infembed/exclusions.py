@@ -30,7 +30,7 @@ import numpy as np
 from infembed.instructions import SPLITTERS, Instruction, split_instructions
 
 __all__ = ["ExclusionSettings", "DEFAULTS", "penalised_scores", "ExclusionPlan", "plan", "apply", "fit", "FitReport",
-           "exclusion_aware_scores"]
+           "exclusion_aware_scores", "resolve_exclusions"]
 
 
 SCALES = ("range", "zscore")
@@ -80,6 +80,15 @@ class ExclusionSettings:
 
     def with_splitter(self, splitter: str | None) -> ExclusionSettings:
         return self if splitter is None else replace(self, splitter=splitter)
+
+
+def resolve_exclusions(exclusions: ExclusionSettings | str | None, default: ExclusionSettings) -> ExclusionSettings:
+    """``None``/``"off"`` -> off; ``"rules"``/``"llm"`` -> the retriever's fitted settings with that splitter."""
+    if exclusions is None:
+        return default.with_splitter("off")
+    if isinstance(exclusions, str):
+        return default.with_splitter(exclusions)
+    return exclusions
 
 
 # Fitted with :func:`fit` on the 270 negation-aware InF-IR rows (docs/instructions.md): BM25 with bm25s, English

@@ -19,7 +19,7 @@ import numpy as np
 
 from infembed import cache_dir
 from infembed.data.records import Document
-from infembed.exclusions import DEFAULTS, ExclusionSettings, exclusion_aware_scores
+from infembed.exclusions import DEFAULTS, ExclusionSettings, exclusion_aware_scores, resolve_exclusions
 from infembed.instructions import Instruction
 from infembed.templates import DEFAULT_TEMPLATE, join, resolve_template
 
@@ -82,15 +82,6 @@ def candidate_pools(query_ids: Sequence[str], candidates: Mapping[str, Sequence[
     if candidates is None:
         return None
     return [np.fromiter((doc_index[d] for d in candidates.get(q, ()) if d in doc_index), dtype=np.int64) for q in query_ids]
-
-
-def resolve_exclusions(exclusions: ExclusionSettings | str | None, default: ExclusionSettings) -> ExclusionSettings:
-    """``None``/``"off"`` -> off; ``"rules"``/``"llm"`` -> the retriever's fitted settings with that splitter."""
-    if exclusions is None:
-        return default.with_splitter("off")
-    if isinstance(exclusions, str):
-        return default.with_splitter(exclusions)
-    return exclusions
 
 
 class _ExclusionAware:

@@ -285,8 +285,12 @@ class InFEmbed(nn.Module):
 
             >>> model.score(["fuel economy of cars"], ["Electric cars are not relevant."], passages)
         """
-        from infembed.evaluate.retrievers import resolve_exclusions
-        from infembed.exclusions import DEFAULTS, ExclusionSettings, exclusion_aware_scores
+        from infembed.exclusions import (
+            DEFAULTS,
+            ExclusionSettings,
+            exclusion_aware_scores,
+            resolve_exclusions,
+        )
 
         queries = list(queries)
         instructions = list(instructions) if instructions is not None else [None] * len(queries)

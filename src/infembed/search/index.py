@@ -593,8 +593,7 @@ class Index:
 
     def exclusion_settings(self, exclusions: Any = "rules") -> Any:
         """The exclusion settings a search uses: the model's fitted ones (infembed.json) or the defaults."""
-        from infembed.evaluate.retrievers import resolve_exclusions
-        from infembed.exclusions import DEFAULTS, ExclusionSettings
+        from infembed.exclusions import DEFAULTS, ExclusionSettings, resolve_exclusions
 
         if self.kind == "bm25":
             default = DEFAULTS["bm25"]
