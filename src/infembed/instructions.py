@@ -243,15 +243,38 @@ _SHORT = _compile(
     r"dealing with|involving)?\s*(?P<aspect>.+)$"
 )
 # an exclusion inside a longer clause: "..., but not X", "..., excluding X", "... except X"
-_TAIL = _compile(
-    r"^(?P<keep>.*?\w.*?)(?:,\s*|\s+|\s*[(\-–—]\s*)(?P<cue>but not|and not|not including|excluding|except for|except|"
+# Found with finditer (the first cue after a word), not one anchored regex: ".*?" before and after an alternation
+# backtracks quadratically on long clauses ("a, a, a, ..." of 15,000 characters took 21 s).
+_TAIL_CUE = _compile(
+    r"(?:,\s*|\s+|\s*[(\-–—]\s*)(?P<cue>but not|and not|not including|excluding|except for|except|"
     r"with the exception of|apart from|aside from|other than|save for|leaving out|ignoring|skipping|avoiding|minus|"
     r"without any|without(?! (?:regard|doubt|necessarily|exception|loss))|but nothing (?:on|about)|"
     r"(?:pls|plz|please) no|(?:pls |plz |please )?(?:dont|don't|do not) (?:show(?: me)?|include|return|want|give me)|but no|though not|rather than|instead of|as opposed to|but please (?:skip|ignore|"
     r"exclude|avoid|leave out|omit|drop)|but (?:skip|ignore|exclude|avoid|leave out|omit|drop|don't include|do not include|"
     r"not interested in|i(?:'m| am) not interested in|i don't want|i do not want|please don't return|"
-    r"don't return|do not return|don't show|do not show))\s+(?P<aspect>[^()]+?)\)?$"
+    r"don't return|do not return|don't show|do not show))\s+"
 )
+
+
+class _TailMatch:
+    def __init__(self, keep: str, cue: str, aspect: str):
+        self._groups = {"keep": keep, "cue": cue, "aspect": aspect}
+
+    def group(self, name: str) -> str:
+        return self._groups[name]
+
+
+def _tail_match(body: str) -> _TailMatch | None:
+    """``keep <cue> aspect`` at the first cue that follows a word and is followed by a parenthesis-free aspect
+    (a trailing ")" allowed)."""
+    for m in _TAIL_CUE.finditer(body):
+        keep, aspect = body[: m.start()], body[m.end():]
+        if aspect.endswith(")"):
+            aspect = aspect[:-1]
+        if not re.search(r"\w", keep) or not aspect.strip() or "(" in aspect or ")" in aspect:
+            continue
+        return _TailMatch(keep, m.group("cue"), aspect)
+    return None
 # "Not X but Y (is what I want)": X excluded, Y kept ("not only X but also Y" is guarded as no exclusion)
 _NOT_BUT = _compile(r"^not\s+(?P<aspect>[^,;]+?),?\s+but(?: rather)?\s+(?P<keep>.+)$")
 # a list continued in the same clause: "X is not relevant, as is Y / and so are Y / nor are Y"
@@ -269,7 +292,8 @@ _SHORT_STOP = re.compile(
     r"(?:more|less|later|earlier|longer|shorter|matter|need|doubt|one|other|further|exception|problem|worries|"
     r"difference|preference|particular|specific|strict|hard|restriction|limit|limitation|requirement|constraint|"
     r"date|time|language|format|region|length|age|year|more than|less than|only|just|merely|necessarily|always|"
-    r"all|everything|surprise|wonder|way)\b",
+    r"all|everything|surprise|wonder|way|relevant|irrelevant|applicable|important|needed|required|sure|exactly|"
+    r"really|quite|bad|good|much|many|too|very|yet|now|here|there)\b",
     re.IGNORECASE,
 )
 _VERB_IN_ASPECT = re.compile(
@@ -336,7 +360,7 @@ def _exclusion_of_clause(clause: str) -> tuple[str, list[str]] | None:
         m = _SHORT.match(body)
         if m and not _SHORT_STOP.match(body) and not _VERB_IN_ASPECT.search(m.group("aspect")) and aspects_of(m.group("aspect")):
             return "", aspects_of(m.group("aspect"))
-    m = _TAIL.match(body)
+    m = _tail_match(body)
     if m and m.group("cue").lower().startswith("without") and _VERB_IN_ASPECT.search(m.group("aspect")):
         m = None
     if m and not _NOT_EXCLUSION.search(m.group("cue") + " " + m.group("aspect")):
