@@ -31,10 +31,12 @@ import contextlib
 import hmac
 import json
 import logging
+import os
 import socket
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -450,7 +452,10 @@ def create_app(
                 await batcher.stop()
             executor.shutdown(wait=False, cancel_futures=True)
 
-    model_info = index.meta.get("model") or {}
+    model_info = dict(index.meta.get("model") or {})
+    if model_info.get("path") and os.path.isabs(str(model_info["path"])):
+        # a local model dir is named by its folder only: /health and /openapi.json must not reveal server paths
+        model_info["path"] = Path(str(model_info["path"])).name
     app = FastAPI(
         title="infembed search",
         version=__version__,
