@@ -111,4 +111,3 @@ def test_service_applies_exclusions_per_request_and_shows_the_split(model, tmp_p
         for body, reply in zip(bodies, replies):
             expected = on if body["exclusions"] == "rules" else off
             assert [h["id"] for h in reply["hits"]] == [h["id"] for h in expected["hits"]]
-
