@@ -90,6 +90,14 @@ def test_embed_equals_python_api(client, model):
     ("path", "payload", "status", "detail"),
     [
         ("/search", b"{not json", 422, "JSON"),
+        ("/search", b"[" * 5000 + b"]" * 5000, 422, "nested too deeply"),
+        ("/search", b'{"query": "\xff\xfe"}', 422, "not valid UTF-8 (byte 11)"),
+        ("/search", b'{"query": "x \\ud800"}', 422, "query holds a lone surrogate (U+D800 at character 2)"),
+        ("/search", {"query": "a", "k": True}, 422, "k: Input should be a valid integer"),
+        ("/search", {"query": "a", "k": "3"}, 422, "k: Input should be a valid integer"),
+        ("/search", b'{"queries": [{"query": "a"}, {"query": "b", "instruction": "\\udfff"}]}', 422,
+         "queries[1].instruction holds a lone surrogate (U+DFFF"),
+        ("/embed", b'{"texts": ["ok", "\\ud800x"], "kind": "passage"}', 422, "texts[1] holds a lone surrogate"),
         ("/search", {}, 422, "give either 'query'"),
         ("/search", {"query": "a", "queries": [{"query": "b"}]}, 422, "not both"),
         ("/search", {"query": 5}, 422, "query"),
@@ -184,7 +192,7 @@ def test_embed_refused_on_bm25_index(bm25_index):
         assert hits[0]["id"] == "hypersonic"
 
 
-def test_micro_batcher_groups_splits_and_survives_errors():
+def test_micro_batcher_groups_splits_and_isolates_errors():
     from infembed.search.service import MicroBatcher
 
     seen: list[list[int]] = []
@@ -209,8 +217,11 @@ def test_micro_batcher_groups_splits_and_survives_errors():
     results, failed, after, stats = asyncio.run(scenario(True, 64))
     assert results == [[i * 10, (i + 100) * 10] for i in range(6)]
     assert seen[0] == [x for i in range(6) for x in (i, i + 100)]  # six requests, one call
-    assert all(isinstance(f, RuntimeError) for f in failed)  # both shared the failing batch
-    assert after == [80] and stats["requests"] == 9 and stats["encoder_calls"] == 3
+    # both shared the failing batch; each was retried alone, so only the culprit got the failure
+    assert isinstance(failed[0], RuntimeError) and failed[1] == [70]
+    assert seen[1:4] == [[-1, 7], [-1], [7]]
+    assert after == [80] and stats["requests"] == 9 and stats["encoder_calls"] == 5
+    assert stats["failed_batches"] == 1
 
     seen.clear()
     results, _, _, stats = asyncio.run(scenario(True, 4))

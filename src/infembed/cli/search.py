@@ -219,6 +219,12 @@ def serve_command(
         2.0, "--max-wait-ms", help="How long a request waits for others to share its encoder call."
     ),
     no_batching: bool = typer.Option(False, "--no-batching", help="Encode each request on its own."),
+    header_timeout: float = typer.Option(
+        10.0, "--header-timeout", help="Seconds a client has to send a request's headers; slower ones are dropped."
+    ),
+    body_timeout: float = typer.Option(
+        30.0, "--body-timeout", help="Seconds a client has to send a request's body; slower ones get 408."
+    ),
     ef_search: int = typer.Option(None, "--ef-search", help="HNSW: candidates explored per search."),
     nprobe: int = typer.Option(None, "--nprobe", help="IVF: lists visited per search."),
     exclusions: str = typer.Option("rules", "--exclusions", help="Default handling of instructions that exclude: 'rules' (default), 'off' or 'llm' (--exclusion-llm-url/--exclusion-llm-model); a request may ask for 'off' or 'rules'."),
@@ -235,6 +241,9 @@ def serve_command(
     if api_key is not None and not api_key.strip():
         # an empty --api-key or INFEMBED_API_KEY= must not silently turn authentication off
         raise ValueError("the API key is empty (--api-key or INFEMBED_API_KEY): give a key, or leave both unset")
+    for flag, seconds in (("--header-timeout", header_timeout), ("--body-timeout", body_timeout)):
+        if not seconds > 0:
+            raise ValueError(f"{flag} must be a positive number of seconds, got {seconds:g}")
     console.print(f"loading {index_dir} ...; then serving on http://{host}:{port}  (API docs at /docs)")
     serve(
         str(index_dir),
@@ -250,6 +259,8 @@ def serve_command(
         max_k=max_k,
         batching=not no_batching,
         max_wait_ms=max_wait_ms,
+        header_timeout_s=header_timeout,
+        body_timeout_s=body_timeout,
         exclusions=exclusions,
         exclusion_splitter=splitter,
     )

@@ -17,11 +17,17 @@ prints the ratio), so concurrent requests are queued for up to ``max_wait_ms`` (
 and encoded in one call on a single worker thread; each request then gets its own rows back. The worker
 thread is also what keeps the model single-threaded: torch modules are not meant to run concurrent forwards.
 
+Every text is checked per request before it joins a batch (empty, too long, lone surrogates), and when an
+encoder call still fails on a batch, its requests are retried one by one: a bad request fails alone.
+
 Bounds, so one client cannot exhaust the server: ``max_text_chars`` per query/instruction/text, ``max_batch``
 items per request, ``max_k`` results, ``max_body_bytes`` per body (checked before the body is read when a
 Content-Length is sent, and while reading otherwise), ``limit_concurrency`` open connections (uvicorn answers
-503 beyond). Errors are JSON ``{"detail": "<one clear sentence>"}``: 401 (API key), 413 (too large),
-422 (body does not match the schema), 400 (valid but not servable, e.g. /embed on a BM25 index).
+503 beyond), ``header_timeout_s`` to send a request's headers (then the connection is closed) and
+``body_timeout_s`` to send its body (408), so stalled clients cannot hold the connection slots. Errors are
+JSON ``{"detail": "<one clear sentence>"}``: 401 (API key), 408 (body too slow), 413 (too large), 422 (body
+does not match the schema, is not UTF-8, or holds a lone surrogate), 400 (valid but not servable, e.g. /embed
+on a BM25 index), 500 (the server failed on this request; the traceback is in its log).
 """
 
 from __future__ import annotations
@@ -58,9 +64,10 @@ class MicroBatcher:
 
     ``await batcher.submit(items)`` queues a request's items; a background task waits up to ``max_wait_ms``
     for other requests (or until ``max_batch`` items are queued), calls ``process`` once on all of them in
-    ``executor`` (None: asyncio's default pool), and hands each request its own slice of the results. A
-    failure of ``process`` goes to every request of that batch; the batcher keeps running. With
-    ``enabled=False`` every request calls ``process`` on its own (same executor): the bench's baseline.
+    ``executor`` (None: asyncio's default pool), and hands each request its own slice of the results. When
+    ``process`` fails on a batch of several requests, each request is retried on its own, so the failure goes
+    only to the request that causes it (one bad text must not fail the others); the batcher keeps running.
+    With ``enabled=False`` every request calls ``process`` on its own (same executor): the bench's baseline.
     """
 
     def __init__(
@@ -82,6 +89,7 @@ class MicroBatcher:
         self.calls = 0
         self.items = 0
         self.requests = 0
+        self.failed_batches = 0
         self._queue: asyncio.Queue | None = None
         self._queued_items = 0
         self._full: asyncio.Event | None = None
@@ -112,6 +120,7 @@ class MicroBatcher:
             "requests": self.requests,
             "encoder_calls": self.calls,
             "items": self.items,
+            "failed_batches": self.failed_batches,
         }
 
     async def submit(self, items: Sequence[Any]) -> list[Any]:
@@ -164,10 +173,25 @@ class MicroBatcher:
             self.items += len(flat)
             try:
                 results = await loop.run_in_executor(self.executor, self.process, flat)
-            except Exception as error:  # every waiting request gets the failure, the batcher keeps running
-                for _, future in batch:
-                    if not future.done():
-                        future.set_exception(error)
+            except Exception as error:
+                if len(batch) == 1:
+                    if not batch[0][1].done():
+                        batch[0][1].set_exception(error)
+                    continue
+                # Retry each request alone: only the one(s) that cause the failure get it.
+                self.failed_batches += 1
+                for items, future in batch:
+                    if future.done():
+                        continue
+                    self.calls += 1
+                    try:
+                        alone = await loop.run_in_executor(self.executor, self.process, items)
+                    except Exception as own_error:
+                        if not future.done():
+                            future.set_exception(own_error)
+                    else:
+                        if not future.done():
+                            future.set_result(list(alone))
                 continue
             start = 0
             for items, future in batch:
@@ -180,21 +204,26 @@ class MicroBatcher:
 
 
 class _Guard:
-    """Pure ASGI middleware: API key on the protected paths, then the body size bound, both before the body
-    is parsed (so an unauthenticated or oversized request costs nothing)."""
+    """Pure ASGI middleware: API key on the protected paths, then the body size bound and the body read
+    deadline, all before the body is parsed (so an unauthenticated, oversized or stalled request costs
+    nothing)."""
 
-    def __init__(self, app: Any, *, api_key: str | None, max_body_bytes: int):
+    def __init__(
+        self, app: Any, *, api_key: str | None, max_body_bytes: int, body_timeout_s: float | None = None
+    ):
         self.app = app
-        self.api_key = api_key
+        self.api_key = None if api_key is None else api_key.encode("utf-8")
         self.max_body_bytes = max_body_bytes
+        self.body_timeout_s = body_timeout_s
 
     async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+        raw_headers = {k.lower(): v for k, v in scope.get("headers", [])}
+        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in raw_headers.items()}
         path = scope.get("path", "")
-        if self.api_key is not None and path in PROTECTED_PATHS and not _key_ok(headers, self.api_key):
+        if self.api_key is not None and path in PROTECTED_PATHS and not _key_ok(raw_headers, self.api_key):
             await _reply(
                 send,
                 401,
@@ -212,8 +241,20 @@ class _Guard:
             )
             return
         body = bytearray()
+        loop = asyncio.get_running_loop()
+        deadline = None if self.body_timeout_s is None else loop.time() + self.body_timeout_s
         while True:
-            message = await receive()
+            try:  # a client that stalls mid-body is dropped, or it would hold a connection slot for ever
+                wait = None if deadline is None else max(0.0, deadline - loop.time())
+                message = await asyncio.wait_for(receive(), wait)
+            except (TimeoutError, asyncio.TimeoutError):
+                await _reply(
+                    send,
+                    408,
+                    f"the request body did not arrive within {self.body_timeout_s:g} s",
+                    [(b"connection", b"close")],
+                )
+                return
             if message["type"] == "http.disconnect":
                 return
             body.extend(message.get("body", b""))
@@ -234,12 +275,14 @@ class _Guard:
         await self.app(scope, replay, send)
 
 
-def _key_ok(headers: dict[str, str], api_key: str) -> bool:
-    given = headers.get("x-api-key")
-    auth = headers.get("authorization", "")
-    if given is None and auth[:7].lower() == "bearer ":
+def _key_ok(headers: dict[bytes, bytes], api_key: bytes) -> bool:
+    """Compare the header's raw bytes with the key's UTF-8 bytes (clients send a non-ASCII key as UTF-8;
+    decoding the header as Latin-1 and re-encoding it as UTF-8 would never match)."""
+    given = headers.get(b"x-api-key")
+    auth = headers.get(b"authorization", b"")
+    if given is None and auth[:7].lower() == b"bearer ":
         given = auth[7:].strip()
-    return given is not None and hmac.compare_digest(given.encode(), api_key.encode())
+    return given is not None and hmac.compare_digest(given, api_key)
 
 
 async def _reply(send: Callable, status: int, detail: str, extra_headers: list | None = None) -> None:
@@ -289,7 +332,7 @@ class SearchRequest(BaseModel):
     queries: list[QueryItem] | None = Field(
         None, description="A batch of queries (at most max_batch, see /health)."
     )
-    k: int = Field(10, ge=1, description="Results per query, 1 to max_k (see /health).")
+    k: int = Field(10, ge=1, strict=True, description="Results per query, 1 to max_k (see /health).")
     exclusions: Literal["off", "rules"] | None = Field(
         None,
         description="How instructions that exclude are handled: 'rules' (search with what the instruction keeps, "
@@ -388,19 +431,25 @@ def create_app(
     encode_batch_size: int = 64,
     exclusions: str = "rules",
     exclusion_splitter: Callable[[str], Any] | None = None,
+    body_timeout_s: float | None = 30.0,
 ) -> Any:
     """A FastAPI app serving ``index``. ``api_key``: required on /search and /embed when set (header
-    ``Authorization: Bearer <key>`` or ``X-API-Key: <key>``). ``batching=False`` encodes each request on its
-    own (for comparison). Limits: see the module docstring."""
+    ``Authorization: Bearer <key>`` or ``X-API-Key: <key>``, compared as UTF-8 bytes). ``batching=False``
+    encodes each request on its own (for comparison). ``body_timeout_s``: a request body must arrive within
+    this time (else 408). Limits: see the module docstring."""
     from fastapi import Depends, FastAPI, HTTPException, Request
+    from fastapi.exception_handlers import http_exception_handler
     from fastapi.exceptions import RequestValidationError
     from fastapi.responses import JSONResponse
     from fastapi.security import APIKeyHeader, HTTPBearer
+    from starlette.exceptions import HTTPException as StarletteHTTPException
 
     if min(max_batch, max_text_chars, max_k) < 1:
         raise ValueError("max_batch, max_text_chars and max_k must be at least 1")
     if api_key is not None and not api_key.strip():
         raise ValueError("the API key is empty")
+    if body_timeout_s is not None and not body_timeout_s > 0:
+        raise ValueError(f"body_timeout_s must be positive, got {body_timeout_s}")
     if max_body_bytes is None:
         # room for max_batch (query + instruction) pairs of max_text_chars, JSON-escaped (up to 6 bytes a char)
         max_body_bytes = 2 * max_batch * max_text_chars * 6 + 65536
@@ -472,7 +521,7 @@ def create_app(
     )
     app.state.index = index
     app.state.batchers = batchers
-    app.add_middleware(_Guard, api_key=api_key, max_body_bytes=max_body_bytes)
+    app.add_middleware(_Guard, api_key=api_key, max_body_bytes=max_body_bytes, body_timeout_s=body_timeout_s)
     # Declared for the OpenAPI docs ("Authorize" button); the _Guard middleware does the enforcing.
     security = (
         []
@@ -492,13 +541,43 @@ def create_app(
             status_code=422, content={"detail": "; ".join(problems) or "invalid request body"}
         )
 
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(request: Request, error: StarletteHTTPException) -> Any:
+        # FastAPI answers 400 "There was an error parsing the body" for a body that is JSON-typed but not
+        # UTF-8, or nested past Python's recursion limit: both are bodies that do not fit the schema (422).
+        cause = error.__cause__
+        if error.status_code == 400 and isinstance(cause, UnicodeDecodeError):
+            detail = f"the request body is not valid UTF-8 (byte {cause.start})"
+            return JSONResponse(status_code=422, content={"detail": detail})
+        if error.status_code == 400 and isinstance(cause, RecursionError):
+            return JSONResponse(status_code=422, content={"detail": "the request body is nested too deeply"})
+        return await http_exception_handler(request, error)
+
+    @app.exception_handler(Exception)
+    async def _server_error(_request: Request, error: Exception) -> JSONResponse:
+        # Starlette logs the traceback; the client gets the documented JSON shape instead of plain text.
+        return JSONResponse(
+            status_code=500,
+            content={"detail": f"the server failed on this request ({type(error).__name__}); see its log"},
+        )
+
     def check_text(label: str, text: str | None, *, required: bool = True) -> None:
+        # Every text is checked here, per request, before it joins a batch: a text the tokenizer cannot take
+        # must get its own request a 422, not fail the requests batched with it.
         if text is None:
             return
         if required and not text.strip():
             raise HTTPException(422, f"{label} is empty")
         if len(text) > max_text_chars:
             raise HTTPException(413, f"{label} is {len(text)} characters; the limit is {max_text_chars}")
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as error:  # JSON "\ud800" escapes decode to lone surrogates
+            raise HTTPException(
+                422,
+                f"{label} holds a lone surrogate (U+{ord(text[error.start]):04X} at character {error.start}):"
+                " not valid Unicode text",
+            ) from None
 
     def check_count(label: str, n: int) -> None:
         if n > max_batch:
@@ -585,10 +664,63 @@ def create_app(
             "batching": {name: b.stats() for name, b in batchers.items()},
         }
 
+    app.add_api_route("/health", health, methods=["HEAD"], include_in_schema=False)  # probes that send HEAD
     return app
 
 
 # --------------------------------------------------------------------------------------------- running it
+
+
+def _h11_protocol(header_timeout_s: float) -> type:
+    """uvicorn's h11 protocol plus a deadline for a request's headers.
+
+    uvicorn times out only idle keep-alive connections, and only once a response has been sent: a client that
+    connects and sends half a request line keeps its connection, and ``limit_concurrency`` such clients lock
+    everyone else out with 503. Here a connection that has no request in progress (just opened, or between
+    requests) is closed when ``header_timeout_s`` pass without a complete set of headers; a slow body is
+    bounded by the app (``body_timeout_s``)."""
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    class _H11ProtocolWithHeaderTimeout(H11Protocol):
+        _header_timer: asyncio.TimerHandle | None = None
+
+        def _arm_header_timer(self) -> None:
+            if self._header_timer is not None:
+                self._header_timer.cancel()
+            self._header_timer = self.loop.call_later(header_timeout_s, self._header_timeout)
+
+        def _header_timeout(self) -> None:
+            self._header_timer = None
+            in_progress = self.cycle is not None and not self.cycle.response_complete
+            if not in_progress and not self.transport.is_closing():
+                self.transport.close()
+
+        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+            super().connection_made(transport)
+            self._arm_header_timer()
+
+        def on_response_complete(self) -> None:
+            self._arm_header_timer()  # before a pipelined request is started by super()
+            super().on_response_complete()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            if self._header_timer is not None:
+                self._header_timer.cancel()
+                self._header_timer = None
+            super().connection_lost(exc)
+
+    return _H11ProtocolWithHeaderTimeout
+
+
+def _server_settings(limit_concurrency: int | None, header_timeout_s: float) -> dict[str, Any]:
+    """uvicorn settings shared by :func:`serve` and :class:`BackgroundServer`."""
+    if not header_timeout_s > 0:
+        raise ValueError(f"header_timeout_s must be positive, got {header_timeout_s}")
+    return {
+        "limit_concurrency": limit_concurrency,
+        "timeout_keep_alive": 5,  # an idle keep-alive connection is closed after 5 s
+        "http": _h11_protocol(header_timeout_s),
+    }
 
 
 def serve(
@@ -602,12 +734,17 @@ def serve(
     ef_search: int | None = None,
     nprobe: int | None = None,
     limit_concurrency: int = 256,
+    header_timeout_s: float = 10.0,
     log_level: str = "info",
     **app_settings: Any,
 ) -> None:
     """Load ``index_dir`` and serve it with uvicorn (blocks). Binds to loopback unless ``host`` says otherwise;
-    ``app_settings`` go to :func:`create_app` (max_batch, max_text_chars, max_k, batching, max_wait_ms)."""
+    a client has ``header_timeout_s`` to send a request's headers (see :func:`_h11_protocol`);
+    ``app_settings`` go to :func:`create_app` (max_batch, max_text_chars, max_k, batching, max_wait_ms,
+    body_timeout_s)."""
     import uvicorn
+
+    settings = _server_settings(limit_concurrency, header_timeout_s)
 
     if host not in LOOPBACK and api_key is None:
         logger.warning(
@@ -615,14 +752,7 @@ def serve(
         )
     index = Index.load(index_dir, model, device=device, ef_search=ef_search, nprobe=nprobe)
     app = create_app(index, api_key=api_key, **app_settings)
-    uvicorn.run(
-        app,
-        host=host,
-        port=port,
-        log_level=log_level,
-        limit_concurrency=limit_concurrency,
-        timeout_keep_alive=5,
-    )
+    uvicorn.run(app, host=host, port=port, log_level=log_level, **settings)
 
 
 class BackgroundServer:
@@ -642,17 +772,18 @@ class BackgroundServer:
         *,
         log_level: str = "warning",
         limit_concurrency: int | None = 256,
+        header_timeout_s: float = 10.0,
     ):
         import uvicorn
+
+        settings = _server_settings(limit_concurrency, header_timeout_s)
 
         self.host = host
         self.socket = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
         self.socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.socket.bind((host, port))
         self.port = self.socket.getsockname()[1]
-        config = uvicorn.Config(
-            app, log_level=log_level, limit_concurrency=limit_concurrency, timeout_keep_alive=5
-        )
+        config = uvicorn.Config(app, log_level=log_level, **settings)
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(
             target=self.server.run, kwargs={"sockets": [self.socket]}, daemon=True, name="infembed-uvicorn"
