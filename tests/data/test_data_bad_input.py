@@ -116,6 +116,41 @@ DIR_CASES = [
         ["top_ranked.jsonl", "line 1", "field 'corpus-ids'"],
     ),
     (
+        "qrels with only a header",
+        {"qrels_og_tsv": "query-id\tcorpus-id\tscore\n"},
+        ["qrels_og.tsv", "no document is judged relevant"],
+    ),
+    (
+        "empty changed instruction",
+        {"queries_jsonl": lines(QUERIES[0].replace('"Documents on flutter of swept wings only."', '""'), QUERIES[1])},
+        ["queries.jsonl", "field 'instruction_changed'", "'q1'", "is empty"],
+    ),
+    (
+        "missing og instruction with changed judgments",
+        {"queries_jsonl": lines('{"_id": "q1", "text": "t", "instruction_changed": "c"}', QUERIES[1])},
+        ["queries.jsonl", "field 'instruction_og'", "'q1'"],
+    ),
+    (
+        "query text given as a number",
+        {"queries_jsonl": lines(QUERIES[0], '{"_id": "q2", "text": 42, "instruction_og": "o", "instruction_changed": "c"}')},
+        ["queries.jsonl", "line 2", "field 'text'", "expected a string, got int 42"],
+    ),
+    (
+        "document text given as NaN",
+        {"corpus_jsonl": lines(CORPUS[0], '{"_id": "d2", "title": "", "text": NaN}', CORPUS[2])},
+        ["corpus.jsonl", "line 2", "field 'text'", "expected a string, got float nan"],
+    ),
+    (
+        "fractional document id",
+        {"corpus_jsonl": lines(CORPUS[0], '{"_id": 4.5, "title": "", "text": "t"}', CORPUS[2])},
+        ["corpus.jsonl", "line 2", "field '_id'", "expected an id"],
+    ),
+    (
+        "control character inside a string",
+        {"corpus_jsonl": lines(CORPUS[0], '{"_id": "d2", "title": "", "text": "a\u0001b"}'.replace("\\u0001", "\x01"), CORPUS[2])},
+        ["corpus.jsonl", "line 2", "Invalid control character at column"],
+    ),
+    (
         "benchmark.json not JSON",
         {"benchmark_json": '{"main_score": }'},
         ["benchmark.json", "line 1", "not valid JSON"],
@@ -332,3 +367,56 @@ def test_missing_dir_and_unknown_name():
     with pytest.raises(DataError) as caught:
         formats.load_benchmark("bright/zoology")
     assert "bright/<domain> with domain one of biology" in str(caught.value)
+
+
+def test_control_character_message_says_at_once(tmp_path):
+    root = bench_dir(tmp_path, corpus_jsonl=lines(CORPUS[0], '{"_id": "d2", "text": "a\x01b"}'))
+    with pytest.raises(DataError) as caught:
+        formats.load_benchmark(root)
+    assert "at at" not in str(caught.value)
+
+
+def test_bytes_that_are_not_utf8_name_file_line_and_column(tmp_path):
+    root = bench_dir(tmp_path)
+    with open(root / "corpus.jsonl", "ab") as handle:
+        handle.write(b'{"_id": "d9", "text": "caf\xe9"}\n')
+    with pytest.raises(DataError) as caught:
+        formats.load_benchmark(root)
+    message = str(caught.value)
+    assert "corpus.jsonl" in message and "line 4" in message and "not valid UTF-8" in message
+    assert "byte 0xe9 at column 27" in message
+
+
+def test_utf8_byte_order_mark_is_accepted(tmp_path):
+    root = bench_dir(tmp_path)
+    for name in ("corpus.jsonl", "queries.jsonl", "qrels_og.tsv"):
+        path = root / name
+        path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
+    bench = formats.load_benchmark(root)
+    assert set(bench.corpus) == {"d1", "d2", "d3"} and set(bench.queries) == {"q1", "q2"}
+    assert bench.qrels_og == formats.load_benchmark(BENCH).qrels_og
+
+
+def test_integral_float_ids_are_the_integer_id(tmp_path):
+    """pandas-backed exports write integer ids as 4.0; the id must match the qrels' "4", not become "4.0"."""
+    root = bench_dir(
+        tmp_path,
+        corpus_jsonl=lines(CORPUS[0], '{"_id": 4.0, "title": "", "text": "Boundary layer transition."}', CORPUS[2]),
+        qrels_og_tsv="query-id\tcorpus-id\tscore\nq1\td1\t1\nq1\t4\t1\n",
+    )
+    bench = formats.load_benchmark(root)
+    assert "4" in bench.corpus and "4.0" not in bench.corpus
+
+
+def test_judged_documents_missing_from_the_corpus_are_counted_in_a_warning(tmp_path, caplog):
+    root = bench_dir(tmp_path, qrels_og_tsv="query-id\tcorpus-id\tscore\nq1\td1\t1\nq1\tgone1\t1\nq2\tgone2\t0\n")
+    with caplog.at_level("WARNING"):
+        formats.load_benchmark(root)
+    warned = [r.getMessage() for r in caplog.records if "not in corpus.jsonl" in r.getMessage()]
+    assert len(warned) == 1 and "qrels_og.tsv: 2 judged document(s)" in warned[0], caplog.text
+
+
+def test_a_negative_row_limit_is_refused():
+    with pytest.raises(ValueError, match="limit"):
+        formats.read_triplets(FIXTURES / "inf_ir_rows.jsonl", limit=-1)
+    assert len(formats.read_triplets(FIXTURES / "inf_ir_rows.jsonl", limit=1)) == 1

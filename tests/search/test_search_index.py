@@ -79,6 +79,11 @@ def test_search_arguments_checked(flat_index):
     with pytest.raises(ValueError, match="k must be at least 1"):
         flat_index.search("a", k=0)
     assert flat_index.search([], k=3) == []
+    # an empty query is refused, not answered with hits chosen by the instruction or by nothing at all
+    with pytest.raises(ValueError, match="the query is empty"):
+        flat_index.search("   ", "documents on heat transfer", k=3)
+    with pytest.raises(ValueError, match="query 2 is empty"):
+        flat_index.search(["heat", ""], k=3)
 
 
 class _Killed(RuntimeError):

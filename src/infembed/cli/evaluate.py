@@ -35,7 +35,13 @@ def eval_command(
     specs = [r for r in (retriever or []) if r != "dense"] + list(model or [])
     if not specs:
         raise ValueError("give --model M and/or --retriever bm25")
+    if top_k < 1:
+        raise ValueError(f"--top-k must be at least 1, got {top_k}")
+    if batch_size < 1:
+        raise ValueError(f"--batch-size must be at least 1, got {batch_size}")
     splitter = exclusion_splitter_from_flags(exclusions, exclusion_llm_url, exclusion_llm_model)
+    if output is not None:  # checked before the (long) evaluation, so a bad -o never loses its results
+        check_output(output, runs=len(benchmark) * len(specs))
     results = []
     for bench_spec in benchmark:
         bench = load_benchmark(bench_spec)
@@ -54,6 +60,25 @@ def eval_command(
                 name = f"{Path(r['benchmark']).name}__{Path(str(r['model'])).name}.json".replace("/", "_")
                 write_json(output / name, r)
         console.print(f"wrote {output}")
+
+
+def check_output(output: Path, runs: int) -> None:
+    """``-o x.json`` holds one run; several runs go to a directory. Refuse what cannot be written."""
+    from infembed.data.errors import DataError
+
+    for parent in output.parents:
+        if parent.exists() and not parent.is_dir():
+            raise DataError("is a file, so nothing can be written under it", parent, field="--output")
+    if output.suffix == ".json" and not output.is_dir():
+        if runs > 1:
+            raise DataError(
+                f"one .json file holds one run, but this evaluation makes {runs}",
+                output,
+                field="--output",
+                hint="give a directory: one file per run is written there",
+            )
+    elif output.exists() and not output.is_dir():
+        raise DataError("exists and is not a directory", output, field="--output", hint="give a directory or a .json file")
 
 
 def exclusion_splitter_from_flags(exclusions: str, url: str | None, model: str | None):

@@ -14,12 +14,21 @@ dispatches on a local path or a registered name.
 from __future__ import annotations
 
 import json
+import logging
 import math
 from collections.abc import Iterable
 from pathlib import Path
 
 from infembed.data.errors import DataError
-from infembed.data.jsonl import atomic_write, iter_jsonl, open_text, require_str, write_jsonl
+from infembed.data.jsonl import (
+    atomic_write,
+    iter_jsonl,
+    iter_lines,
+    json_error_reason,
+    require_id,
+    require_str,
+    write_jsonl,
+)
 from infembed.data.records import (
     OPTIONAL_TRIPLET_FIELDS,
     TRIPLET_ALIASES,
@@ -29,6 +38,8 @@ from infembed.data.records import (
     InstructionQuery,
     Triplet,
 )
+
+logger = logging.getLogger(__name__)
 
 # --------------------------------------------------------------------------------------------- InF-IR rows
 
@@ -50,6 +61,8 @@ def parse_triplet(obj: dict, path: str | Path, line: int) -> Triplet:
 
 def read_triplets(path: str | Path, limit: int | None = None) -> list[Triplet]:
     """Read InF-IR rows from a JSONL file (or every ``*.jsonl`` in a directory, sorted by name)."""
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
+        raise ValueError(f"limit must be a whole number >= 0 (None for all rows), got {limit!r}")
     path = Path(path)
     files = sorted(path.glob("*.jsonl")) if path.is_dir() else [path]
     if not files:
@@ -75,17 +88,16 @@ def write_triplets(path: str | Path, rows: Iterable[Triplet]) -> int:
 def read_qrels_tsv(path: str | Path) -> dict[str, dict[str, int]]:
     """BEIR/FollowIR qrels: TSV with a header line (``query-id  corpus-id  score``)."""
     qrels: dict[str, dict[str, int]] = {}
-    with open_text(path) as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            parts = line.rstrip("\r\n").split("\t")
-            if number == 1 and _is_qrels_header(parts):
-                continue
-            if len(parts) != 3:
-                raise DataError(f"expected 3 tab-separated columns, got {len(parts)}", path, number)
-            qid, did, score = (part.strip() for part in parts)
-            _add_judgment(qrels, qid, did, score, path, number, ("query-id", "corpus-id", "score"))
+    for number, line in iter_lines(path):
+        if not line.strip():
+            continue
+        parts = line.rstrip("\r\n").split("\t")
+        if number == 1 and _is_qrels_header(parts):
+            continue
+        if len(parts) != 3:
+            raise DataError(f"expected 3 tab-separated columns, got {len(parts)}", path, number)
+        qid, did, score = (part.strip() for part in parts)
+        _add_judgment(qrels, qid, did, score, path, number, ("query-id", "corpus-id", "score"))
     return qrels
 
 
@@ -126,14 +138,13 @@ def _add_judgment(
 def read_trec_qrels(path: str | Path) -> dict[str, dict[str, int]]:
     """TREC qrels: ``qid iter docid rel`` separated by whitespace."""
     qrels: dict[str, dict[str, int]] = {}
-    with open_text(path) as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            parts = line.split()
-            if len(parts) != 4:
-                raise DataError(f"expected 4 columns (qid iter docid rel), got {len(parts)}", path, number)
-            _add_judgment(qrels, parts[0], parts[2], parts[3], path, number, ("qid", "docid", "rel"))
+    for number, line in iter_lines(path):
+        if not line.strip():
+            continue
+        parts = line.split()
+        if len(parts) != 4:
+            raise DataError(f"expected 4 columns (qid iter docid rel), got {len(parts)}", path, number)
+        _add_judgment(qrels, parts[0], parts[2], parts[3], path, number, ("qid", "docid", "rel"))
     return qrels
 
 
@@ -149,27 +160,26 @@ def write_trec_run(path: str | Path, run: dict[str, dict[str, float]], tag: str 
 
 def read_trec_run(path: str | Path) -> dict[str, dict[str, float]]:
     run: dict[str, dict[str, float]] = {}
-    with open_text(path) as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            parts = line.split()
-            if len(parts) != 6:
-                raise DataError(
-                    f"expected 6 columns (qid Q0 docid rank score tag), got {len(parts)}", path, number
-                )
-            try:
-                score = float(parts[4])
-            except ValueError:
-                raise DataError(f"score {parts[4]!r} is not a number", path, number, "score") from None
-            if not math.isfinite(score):
-                raise DataError(f"score {parts[4]!r} is not a finite number", path, number, "score")
-            docs = run.setdefault(parts[0], {})
-            if parts[2] in docs:
-                raise DataError(
-                    f"document {parts[2]!r} appears twice for query {parts[0]!r}", path, number, "docid"
-                )
-            docs[parts[2]] = score
+    for number, line in iter_lines(path):
+        if not line.strip():
+            continue
+        parts = line.split()
+        if len(parts) != 6:
+            raise DataError(
+                f"expected 6 columns (qid Q0 docid rank score tag), got {len(parts)}", path, number
+            )
+        try:
+            score = float(parts[4])
+        except ValueError:
+            raise DataError(f"score {parts[4]!r} is not a number", path, number, "score") from None
+        if not math.isfinite(score):
+            raise DataError(f"score {parts[4]!r} is not a finite number", path, number, "score")
+        docs = run.setdefault(parts[0], {})
+        if parts[2] in docs:
+            raise DataError(
+                f"document {parts[2]!r} appears twice for query {parts[0]!r}", path, number, "docid"
+            )
+        docs[parts[2]] = score
     return run
 
 
@@ -186,17 +196,11 @@ def _is_int(text: str) -> bool:
 def read_corpus(path: str | Path) -> dict[str, Document]:
     corpus: dict[str, Document] = {}
     for line, obj in iter_jsonl(path):
-        did = require_str(obj, "_id", path, line)
+        did = require_id(obj, "_id", path, line)
         if did in corpus:
             raise DataError(f"duplicate document id {did!r}", path, line, "_id")
-        title = obj.get("title") or ""
-        text = obj.get("text")
-        if text is None:
-            raise DataError("missing", path, line, "text")
-        if not isinstance(title, str):
-            raise DataError(f"expected a string, got {type(title).__name__}", path, line, "title")
-        if not isinstance(text, str):
-            raise DataError(f"expected a string, got {type(text).__name__}", path, line, "text")
+        title = require_str(obj, "title", path, line, allow_empty=True) if obj.get("title") is not None else ""
+        text = require_str(obj, "text", path, line, allow_empty=True)
         corpus[did] = Document(title=title, text=text)
     if not corpus:
         raise DataError("the corpus is empty", path)
@@ -207,18 +211,23 @@ def read_instruction_queries(path: str | Path) -> dict[str, InstructionQuery]:
     """``queries.jsonl`` rows ``{_id, text[, instruction_og | instruction][, instruction_changed]}``."""
     queries: dict[str, InstructionQuery] = {}
     for line, obj in iter_jsonl(path):
-        qid = require_str(obj, "_id", path, line)
+        qid = require_id(obj, "_id", path, line)
         if qid in queries:
             raise DataError(f"duplicate query id {qid!r}", path, line, "_id")
         text = require_str(obj, "text", path, line)
         og_field = "instruction_og" if "instruction_og" in obj else "instruction"
         fields = {}
-        for key, value in ((og_field, obj.get(og_field)), ("instruction_changed", obj.get("instruction_changed"))):
+        for key, value in (
+            (og_field, obj.get(og_field)),
+            ("instruction_changed", obj.get("instruction_changed")),
+        ):
             if value is not None and not isinstance(value, str):
                 raise DataError(f"expected a string, got {type(value).__name__}", path, line, key)
             fields[key] = value
         queries[qid] = InstructionQuery(
-            text=text, instruction_og=fields[og_field] or "", instruction_changed=fields["instruction_changed"]
+            text=text,
+            instruction_og=fields[og_field] or "",
+            instruction_changed=fields["instruction_changed"],
         )
     return queries
 
@@ -243,15 +252,11 @@ def load_instruction_benchmark(path: str | Path, name: str | None = None) -> Ben
         read_qrels_tsv(root / "qrels_changed.tsv") if (root / "qrels_changed.tsv").exists() else None
     )
     _check_ids(qrels_og, queries, root / "qrels_og.tsv")
+    _check_judgments(qrels_og, corpus, root / "qrels_og.tsv")
     if qrels_changed is not None:
         _check_ids(qrels_changed, queries, root / "qrels_changed.tsv")
-        missing = [qid for qid in qrels_og if queries[qid].instruction_changed is None]
-        if missing:
-            raise DataError(
-                f"qrels_changed.tsv exists but query {missing[0]!r} has no instruction_changed",
-                qfile,
-                field="instruction_changed",
-            )
+        _check_judgments(qrels_changed, corpus, root / "qrels_changed.tsv")
+        _check_instructions(qrels_og, queries, qfile)
     tfile = root / "top_ranked.jsonl"
     top_ranked = _read_id_lists(tfile) if tfile.exists() else None
     excluded = _read_id_lists(root / "excluded.jsonl") if (root / "excluded.jsonl").exists() else None
@@ -261,11 +266,11 @@ def load_instruction_benchmark(path: str | Path, name: str | None = None) -> Ben
     meta_path = root / "benchmark.json"
     if meta_path.exists():
         try:
-            meta = json.loads(meta_path.read_text(encoding="utf-8"))
+            meta = json.loads(meta_path.read_text(encoding="utf-8-sig"))
         except json.JSONDecodeError as error:
-            raise DataError(
-                f"not valid JSON ({error.msg} at column {error.colno})", meta_path, error.lineno
-            ) from None
+            raise DataError(json_error_reason(error), meta_path, error.lineno) from None
+        except UnicodeDecodeError:
+            raise DataError("not valid UTF-8", meta_path, hint="save the file as UTF-8") from None
         if not isinstance(meta, dict) or not isinstance(meta.get("main_score", main_score), str):
             raise DataError("expected an object with a string main_score", meta_path, field="main_score")
         main_score = meta.get("main_score", main_score)
@@ -289,7 +294,7 @@ def _read_id_lists(path: Path) -> dict[str, list[str]]:
     """``{query-id, corpus-ids}`` rows (top_ranked.jsonl, excluded.jsonl) as qid -> doc ids."""
     out: dict[str, list[str]] = {}
     for line, obj in iter_jsonl(path):
-        qid = require_str(obj, "query-id", path, line)
+        qid = require_id(obj, "query-id", path, line)
         ids = obj.get("corpus-ids")
         if not isinstance(ids, list) or not all(
             isinstance(i, (str, int)) and not isinstance(i, bool) for i in ids
@@ -303,6 +308,45 @@ def _check_ids(qrels: dict[str, dict[str, int]], queries: dict[str, InstructionQ
     for qid in qrels:
         if qid not in queries:
             raise DataError(f"query id {qid!r} is not in queries.jsonl", path, field="query-id")
+
+
+def _check_judgments(qrels: dict[str, dict[str, int]], corpus: dict[str, Document], path: Path) -> None:
+    """A qrels file must judge at least one document relevant (else every score is undefined), and a judged
+    document missing from the corpus can never be retrieved: it lowers recall-based scores, so say how many."""
+    if not any(score > 0 for docs in qrels.values() for score in docs.values()):
+        raise DataError(
+            "no document is judged relevant (score > 0)", path, hint="is the file empty but for its header?"
+        )
+    missing = {(qid, did) for qid, docs in qrels.items() for did, score in docs.items() if did not in corpus}
+    if missing:
+        example = sorted(missing)[0][1]
+        logger.warning(
+            "%s: %d judged document(s) are not in corpus.jsonl (e.g. %r); they count as never retrieved",
+            path,
+            len(missing),
+            example,
+        )
+
+
+def _check_instructions(
+    qrels: dict[str, dict[str, int]], queries: dict[str, InstructionQuery], path: Path
+) -> None:
+    """With changed judgments, every judged query needs both instructions: an empty one would silently turn the
+    og/changed comparison into a comparison with the bare query."""
+    for qid in qrels:
+        query = queries[qid]
+        for field, value in (
+            ("instruction_og", query.instruction_og),
+            ("instruction_changed", query.instruction_changed),
+        ):
+            if value is None:
+                raise DataError(
+                    f"query {qid!r} has no {field}, but qrels_changed.tsv judges it", path, field=field
+                )
+            if not value.strip():
+                raise DataError(
+                    f"query {qid!r}: is empty, but qrels_changed.tsv judges it", path, field=field
+                )
 
 
 def save_benchmark(benchmark: Benchmark, path: str | Path) -> None:
@@ -370,6 +414,7 @@ def load_beir(path: str | Path, split: str = "test", name: str | None = None) ->
     queries = read_instruction_queries(root / "queries.jsonl")
     qrels = read_qrels_tsv(qrels_path)
     qrels = {q: d for q, d in qrels.items() if q in queries}
+    _check_judgments(qrels, corpus, qrels_path)
     # As BEIR does: queries.jsonl holds every split's queries; evaluate only those judged in this split.
     queries = {q: query for q, query in queries.items() if q in qrels}
     if not queries:

@@ -85,7 +85,7 @@ from pathlib import Path
 from typing import Any
 
 from infembed.data.errors import DataError
-from infembed.data.jsonl import iter_jsonl, require_str
+from infembed.data.jsonl import id_text, iter_jsonl, require_str
 from infembed.data.records import TRIPLET_FIELDS, Benchmark, Document, InstructionQuery, Pair, Triplet
 
 logger = logging.getLogger(__name__)
@@ -424,19 +424,7 @@ def _text(row: Mapping[str, Any], names: Sequence[str], table: Rows, line: int, 
 
 
 def _id_value(value: Any, source: str, line: int, field: str) -> str:
-    """An id as a string: strings and integers (also integral floats, as pandas-backed tools write them)."""
-    if value is None:
-        raise DataError("missing", source, line, field)
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)
-    if isinstance(value, bool) or not isinstance(value, (str, int)):
-        raise DataError(
-            f"expected an id (a string), got {type(value).__name__} {value!r}", source, line, field
-        )
-    text = str(value).strip()
-    if not text:
-        raise DataError("is empty", source, line, field)
-    return text
+    return id_text(value, source, line, field)
 
 
 def _ident(row: Mapping[str, Any], names: Sequence[str], table: Rows, line: int) -> str:

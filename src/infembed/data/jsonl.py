@@ -16,47 +16,115 @@ from infembed.data.errors import DataError
 
 
 def open_text(path: str | Path) -> TextIO:
-    """Open a text file for reading, transparently gunzipping ``*.gz``."""
+    """Open a text file for reading, transparently gunzipping ``*.gz``. Prefer :func:`iter_lines`, which names
+    the line of a byte that is not UTF-8."""
     path = Path(path)
     if not path.exists():
         raise DataError("file not found", path=path)
+    if path.is_dir():
+        raise DataError("is a directory, expected a file", path=path)
     if path.suffix == ".gz":
-        return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8")
-    return open(path, encoding="utf-8")
+        return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8-sig")
+    return open(path, encoding="utf-8-sig")
+
+
+def iter_lines(path: str | Path) -> Iterator[tuple[int, str]]:
+    """Yield ``(line_number, text)`` for every line of a UTF-8 text file (``*.gz`` gunzipped), newline removed.
+
+    A leading byte-order mark is dropped (editors on Windows write one). A byte sequence that is not UTF-8 raises
+    a :class:`DataError` naming the file, the line and the column, instead of Python's bare codec error."""
+    path = Path(path)
+    if not path.exists():
+        raise DataError("file not found", path=path)
+    if path.is_dir():
+        raise DataError("is a directory, expected a file", path=path)
+    opener = gzip.open if path.suffix == ".gz" else open
+    try:
+        with opener(path, "rb") as handle:
+            for number, raw in enumerate(handle, start=1):
+                if number == 1 and raw.startswith(b"\xef\xbb\xbf"):
+                    raw = raw[3:]
+                try:
+                    text = raw.decode("utf-8")
+                except UnicodeDecodeError as error:
+                    raise DataError(
+                        f"not valid UTF-8 (byte 0x{raw[error.start]:02x} at column {error.start + 1})",
+                        path,
+                        number,
+                        hint="save the file as UTF-8",
+                    ) from None
+                yield number, text.rstrip("\r\n")
+    except (gzip.BadGzipFile, EOFError) as error:
+        raise DataError(f"not a readable gzip file ({error})", path) from None
 
 
 def iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
     """Yield ``(line_number, object)`` for each non-blank line. A line that is not a JSON object raises a
     :class:`DataError` naming the file and line; nothing is skipped silently."""
-    with open_text(path) as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line.rstrip("\r\n"))
-            except json.JSONDecodeError as error:
-                raise DataError(f"not valid JSON ({error.msg} at column {error.colno})", path, number) from None
-            if not isinstance(obj, dict):
-                raise DataError(f"expected a JSON object, got {type(obj).__name__}", path, number)
-            yield number, obj
+    for number, line in iter_lines(path):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise DataError(json_error_reason(error), path, number) from None
+        if not isinstance(obj, dict):
+            raise DataError(f"expected a JSON object, got {type(obj).__name__}", path, number)
+        yield number, obj
+
+
+def json_error_reason(error: json.JSONDecodeError) -> str:
+    """``not valid JSON (Expecting ',' delimiter at column 12)``. Some of the decoder's reasons already end in
+    "at" ("Invalid control character at"): it is dropped so the message does not read "at at column"."""
+    reason = error.msg[: -len(" at")] if error.msg.endswith(" at") else error.msg
+    return f"not valid JSON ({reason} at column {error.colno})"
 
 
 def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
     return [obj for _, obj in iter_jsonl(path)]
 
 
-def require_str(obj: dict[str, Any], key: str, path: str | Path, line: int, *, allow_empty: bool = False) -> str:
-    """``obj[key]`` as a string, or a DataError naming file, line and field. Numbers are accepted as ids."""
+def require_str(
+    obj: dict[str, Any], key: str, path: str | Path, line: int, *, allow_empty: bool = False
+) -> str:
+    """``obj[key]`` as a non-empty string, or a DataError naming file, line and field. Text is never taken from a
+    number (a query ``42`` or ``NaN`` is a broken export, not text); ids go through :func:`require_id`."""
     if key not in obj:
         raise DataError("missing", path, line, key)
     value = obj[key]
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        value = str(value)
     if not isinstance(value, str):
-        raise DataError(f"expected a string, got {type(value).__name__}", path, line, key)
+        shown = "null" if value is None else f"{type(value).__name__} {value!r}"
+        raise DataError(f"expected a string, got {shown}", path, line, key)
     if not allow_empty and not value.strip():
         raise DataError("is empty", path, line, key)
     return value
+
+
+def id_text(value: Any, path: str | Path | None, line: int | None, field: str) -> str:
+    """An id as a string. Strings and integers are ids; an integral float (``4.0``, as pandas-backed tools write
+    integer ids) is the integer ``"4"``, so it matches the qrels' ``4``; anything else is an error."""
+    if value is None:
+        raise DataError("missing", path, line, field)
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        raise DataError(
+            f"expected an id (a string or an integer), got {type(value).__name__} {value!r}",
+            path,
+            line,
+            field,
+        )
+    text = str(value).strip()
+    if not text:
+        raise DataError("is empty", path, line, field)
+    return text
+
+
+def require_id(obj: dict[str, Any], key: str, path: str | Path, line: int) -> str:
+    """``obj[key]`` as an id (see :func:`id_text`), or a DataError naming file, line and field."""
+    if key not in obj:
+        raise DataError("missing", path, line, key)
+    return id_text(obj[key], path, line, key)
 
 
 @contextlib.contextmanager

@@ -55,6 +55,8 @@ def _record_splits(result: dict[str, Any], benchmark: Benchmark, retriever: Retr
 
 
 def evaluate(benchmark: Benchmark, retriever: Retriever, *, top_k: int = 1000, model_name: str | None = None) -> dict[str, Any]:
+    if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
+        raise ValueError(f"top_k must be a whole number >= 1, got {top_k!r}")
     start = time.perf_counter()
     candidates = benchmark.top_ranked
     if candidates is not None:

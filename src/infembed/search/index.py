@@ -569,6 +569,12 @@ class Index:
             raise ValueError(f"k must be at least 1, got {k}")
         if not queries:
             return []
+        for number, query in enumerate(queries, start=1):
+            # an empty query would still be answered (by the instruction, or by nothing at all) with confident
+            # looking hits: refuse it, as the service does
+            if not isinstance(query, str) or not query.strip():
+                where = f"query {number}" if len(queries) > 1 else "the query"
+                raise ValueError(f"{where} is empty" if isinstance(query, str) else f"{where} is not a string")
         settings = self.exclusion_settings(exclusions)
         splits = self.split(instructions, settings, exclusion_splitter)
         plain_rows = [r for r, split in enumerate(splits) if not split.exclude]

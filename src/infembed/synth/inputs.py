@@ -24,7 +24,7 @@ from pathlib import Path
 
 from infembed.data.errors import DataError
 from infembed.data.formats import read_corpus
-from infembed.data.jsonl import iter_jsonl, open_text, require_str
+from infembed.data.jsonl import iter_jsonl, open_text, require_id, require_str
 
 
 @dataclass(frozen=True)
@@ -64,7 +64,7 @@ def read_beir_dir(path: str | Path, split: str = "test", limit: int | None = Non
     corpus = {doc_id: doc.full_text() for doc_id, doc in read_corpus(corpus_path).items()}
     queries: dict[str, str] = {}
     for line, obj in iter_jsonl(queries_path):
-        queries[require_str(obj, "_id", queries_path, line)] = require_str(obj, "text", queries_path, line)
+        queries[require_id(obj, "_id", queries_path, line)] = require_str(obj, "text", queries_path, line)
     # qrels in file order; several positives of one query give several pairs
     raw: list[tuple[str, str]] = []
     with open_text(qrels_path) as handle:
