@@ -39,6 +39,8 @@ from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from fake_benchmark_answers import as_json, benchmark_answer
+
 from infembed.synth.prompts import task_of
 
 
@@ -143,6 +145,8 @@ def _split_task(messages: list[dict[str, Any]]) -> str | None:
 
 def answer(task: str | None, content: str, reply: str | None) -> tuple[str, str]:
     """(answer text, finish_reason) for a prompt; ``reply`` is a rule's misbehaviour."""
+    if task and task.startswith("benchmark_") and reply is None:
+        return benchmark_answer(task, content) or "", "stop"
     if task == "split" and reply is None:
         # a model that splits like the rules would, in the JSON the prompt asks for, wrapped in prose
         from infembed.instructions import split_instruction
@@ -319,6 +323,8 @@ class _Server(ThreadingHTTPServer):
             return
         replayed = replay(task, content, behaviour.by_query) if behaviour.by_query and not reply else None
         text, finish = (replayed, "stop") if replayed is not None else answer(task, content, reply)
+        if body.get("response_format") and reply is None and finish == "stop":
+            text = as_json(text)  # as a server with JSON-constrained output answers
         all_text = " ".join(str(m.get("content") or "") for m in messages)
         completion = {
             "id": "chatcmpl-" + hashlib.sha1(all_text.encode()).hexdigest()[:12],

@@ -115,6 +115,12 @@ MaxFailures = Annotated[
     int, typer.Option(min=1, help="Stop after this many requests in a row failed after all their retries.")
 ]
 Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")]
+JsonOutput = Annotated[
+    str,
+    typer.Option(
+        help="JSON-constrained answers: off, json_object (llama.cpp servers) or json_schema (OpenAI, vLLM).",
+    ),
+]
 
 
 def _make_pipeline(
@@ -144,15 +150,19 @@ def _make_pipeline(
     prices: list[str] | None,
     batch_prices: bool,
     progress: Any = None,
+    json_output: str = "off",
 ):  # type: ignore[no-untyped-def]
     from infembed.synth.costs import parse_price
     from infembed.synth.inputs import load_seed
     from infembed.synth.llm import LLMClient, ResponseCache
     from infembed.synth.pipeline import Pipeline, SynthConfig
     from infembed.synth.prompts import DOMAINS
+    from infembed.synth.structured import MODES
 
     if domain not in DOMAINS:
         raise ExpectedError(f"--domain must be one of {', '.join(DOMAINS)}")
+    if json_output not in MODES:
+        raise ExpectedError(f"--json-output must be one of {', '.join(MODES)}")
     price_table = dict(parse_price(p) for p in (prices or []))
     data = load_seed(seed_source, limit=limit, split=split)
     if not data.pairs:
@@ -170,6 +180,7 @@ def _make_pipeline(
         seed=seed,
         judge=judge,
         max_consecutive_failures=max_consecutive_failures,
+        json_output=json_output,
     )
     cache = None if no_cache else ResponseCache(cache_path or output / "cache.sqlite")
     client = LLMClient(
@@ -303,6 +314,7 @@ def run(
     batch_prices: BatchPrices = False,
     max_consecutive_failures: MaxFailures = 3,
     quiet: Quiet = False,
+    json_output: JsonOutput = "off",
 ) -> None:
     """Run the five stages over the seed pairs; writes OUTPUT/train.jsonl (InF-IR rows), rejects and a summary.
 
@@ -337,6 +349,7 @@ def run(
             retry_base=retry_base,
             prices=price,
             batch_prices=batch_prices,
+            json_output=json_output,
         )
         from infembed.synth.pipeline import SynthAborted
 
@@ -610,9 +623,14 @@ def stats(
     _guard(go)
 
 
+from infembed.cli import synth_benchmark as _synth_benchmark  # noqa: E402, F401  (registers "synth benchmark")
+
+
 def main() -> None:
     app()
 
 
-if __name__ == "__main__":
-    main()
+if __name__ == "__main__":  # run the imported module, on whose app "synth benchmark" is registered
+    from infembed.cli.synth import main as _main
+
+    _main()

@@ -107,6 +107,9 @@ class ChatRequest:
     sampling: Sampling = field(default_factory=Sampling)
     attempt: int = 0
     stage: str = ""
+    #: ``response_format`` sent as is (JSON-constrained output, see :mod:`infembed.synth.structured`);
+    #: a JSON string so the request stays hashable. ``None``: not sent (free text).
+    response_format: str | None = None
 
     @classmethod
     def build(
@@ -116,9 +119,11 @@ class ChatRequest:
         sampling: Sampling | None = None,
         attempt: int = 0,
         stage: str = "",
+        response_format: dict[str, Any] | None = None,
     ) -> ChatRequest:
         sampling = (sampling or Sampling()).for_attempt(attempt)
-        return cls(model, tuple((m["role"], m["content"]) for m in messages), sampling, attempt, stage)
+        fmt = json.dumps(response_format, sort_keys=True) if response_format else None
+        return cls(model, tuple((m["role"], m["content"]) for m in messages), sampling, attempt, stage, fmt)
 
     def message_dicts(self) -> list[dict[str, str]]:
         return [{"role": role, "content": content} for role, content in self.messages]
@@ -138,6 +143,8 @@ class ChatRequest:
             body["seed"] = s.seed
         if s.reasoning_effort is not None and reasoning:
             body["reasoning_effort"] = s.reasoning_effort
+        if self.response_format is not None:  # absent otherwise: cache keys of free-text requests unchanged
+            body["response_format"] = json.loads(self.response_format)
         return body
 
     def key(self) -> str:

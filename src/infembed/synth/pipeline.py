@@ -81,6 +81,7 @@ _FINGERPRINT = (
     "seed",
     "max_passage_chars",
     "judge",
+    "json_output",
 )
 
 
@@ -106,6 +107,7 @@ class SynthConfig:
     judge: bool = True
     max_consecutive_failures: int = 3
     rows_in_flight: int | None = None  # None: twice the client's concurrency
+    json_output: str = "off"  # off | json_object | json_schema (synth/structured.py)
 
     def stage_settings(self) -> StageSettings:
         judge_model = self.judge_model or self.model
@@ -123,6 +125,7 @@ class SynthConfig:
             max_passage_chars=self.max_passage_chars,
             seed=self.seed,
             bounds=dict(DEFAULT_BOUNDS),
+            json_output=self.json_output,
         )
 
 
@@ -136,9 +139,11 @@ class RunState:
     rejects: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @classmethod
-    def load(cls, out_dir: Path) -> RunState:
-        state = cls()
-        for stage, name in STAGE_FILES.items():
+    def load(cls, out_dir: Path, stage_files: dict[str, str] | None = None) -> RunState:
+        """The records of ``stage_files`` (stage -> file name; default: the InF-IR stages) and the rejects."""
+        stage_files = stage_files or STAGE_FILES
+        state = cls(records={s: {} for s in stage_files})
+        for stage, name in stage_files.items():
             path = out_dir / name
             if path.exists():
                 JsonlAppender(path).close()  # cut a line torn by a kill before reading
@@ -174,7 +179,14 @@ ProgressHook = Callable[[str, str], None]  # (row id, outcome: kept | rejected |
 
 
 class Pipeline:
-    """Runs the stages over ``seed.pairs`` into ``out_dir``. Call :meth:`run` (async) or :func:`run_sync`."""
+    """Runs the stages over ``seed.pairs`` into ``out_dir``. Call :meth:`run` (async) or :func:`run_sync`.
+
+    A subclass with other stages (``infembed.synth.benchmark``) sets ``stage_files`` and ``fingerprint`` and
+    overrides ``_process`` and ``finalize``; the workers, the record files and the resume are shared.
+    """
+
+    stage_files: dict[str, str] = STAGE_FILES
+    fingerprint: tuple[str, ...] = _FINGERPRINT
 
     def __init__(
         self,
@@ -212,7 +224,7 @@ class Pipeline:
             except (OSError, ValueError):
                 previous = None
             if previous:
-                changed = [k for k in _FINGERPRINT if k in previous and previous[k] != current.get(k)]
+                changed = [k for k in self.fingerprint if k in previous and previous[k] != current.get(k)]
                 if changed:
                     raise DataError(
                         "this output directory was made with other settings: "
@@ -241,7 +253,7 @@ class Pipeline:
             self._sync()
 
     def _record(self, stage: str, record: dict[str, Any]) -> None:
-        self._write(STAGE_FILES[stage], record)
+        self._write(self.stage_files[stage], record)
         self.state.records[stage][record["id"]] = record
 
     def _reject(self, pair: SeedPair, stage: str, error: Reject) -> None:
@@ -331,7 +343,7 @@ class Pipeline:
         started = time.monotonic()
         self.out_dir.mkdir(parents=True, exist_ok=True)
         self._check_run_file()
-        self.state = RunState.load(self.out_dir)
+        self.state = RunState.load(self.out_dir, self.stage_files)
         queue: asyncio.Queue[SeedPair | None] = asyncio.Queue()
         for pair in self.seed.pairs:
             queue.put_nowait(pair)

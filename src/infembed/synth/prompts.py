@@ -26,6 +26,11 @@ TASK_HEADERS: dict[str, str] = {
     "poison_query": "Task: write a contrasting search query.",
     "negative_passage": "Task: write a passage for a search request.",
     "judge": "Task: pick the most relevant passage.",
+    # infembed synth benchmark (instruction benchmarks from a judged collection)
+    "benchmark_og": "Task: write the original instruction of a benchmark query.",
+    "benchmark_changed": "Task: narrow the instruction of a benchmark query.",
+    "benchmark_exclusion": "Task: restate a narrowing as an exclusion.",
+    "benchmark_judge": "Task: judge one document against an instruction.",
 }
 
 Messages = list[dict[str, str]]
@@ -193,3 +198,83 @@ def judge_prompt(query: str, instruction: str, passages: Sequence[str], domain: 
         {"role": "system", "content": TASK_HEADERS["judge"] + "\n" + body},
         {"role": "user", "content": user},
     ]
+
+
+# ------------------------------------------------------------------------ instruction benchmarks (builder)
+def _documents(documents: Sequence[str]) -> str:
+    return "\n\n".join(f"[{i}] {text}" for i, text in enumerate(documents, start=1))
+
+
+def _benchmark(task: str, body: str, user: str) -> Messages:
+    return [
+        {"role": "system", "content": TASK_HEADERS[task] + "\n" + body},
+        {"role": "user", "content": user},
+    ]
+
+
+def benchmark_og_prompt(query: str, documents: Sequence[str]) -> Messages:
+    """Builder stage 1: the original instruction, consistent with every judged-relevant document."""
+    body = (
+        "You help build a benchmark for search engines that follow instructions, from a test collection "
+        "whose assessors judged which documents are relevant to each query. Given a query and the documents "
+        "judged relevant to it, write the instruction a user could have given with this query, in the style "
+        "of a TREC narrative: two or three sentences (25 to 70 words) saying what a relevant document "
+        "contains. It must be broad enough that EVERY document shown stays relevant under it: describe what "
+        "they have in common and allow the kinds of material among them (background, methods, related "
+        "cases).\nRules: do not repeat the query word for word; do not mention document numbers; one line "
+        "only."
+    )
+    user = (
+        f"Query: {query}\n\nRelevant documents:\n\n{_documents(documents)}\n\n"
+        "Reply with one line in the form\nInstruction: <the instruction>"
+    )
+    return _benchmark("benchmark_og", body, user)
+
+
+def benchmark_changed_prompt(query: str, instruction: str, documents: Sequence[str]) -> Messages:
+    """Builder stage 2: one added sentence that narrows the instruction (FollowIR's changed instruction is
+    the original followed by it), so that some of the relevant documents stop being relevant."""
+    body = (
+        "You help build a benchmark for search engines that follow instructions. A query comes with its "
+        "instruction and the documents relevant under it. Write ONE sentence that adds a restriction to the "
+        "instruction: read after the instruction, it must make some of the documents shown no longer "
+        "relevant (about a third to two thirds of them) while the others stay relevant. Base it on a real "
+        "difference in content between the documents (a method, a condition or regime, a material, a kind "
+        "of result, an application), and say both what a relevant document must now be about and what no "
+        "longer counts, e.g. 'Only documents that ... are relevant; documents that ... are not relevant.'\n"
+        "Rules: do not mention document numbers; one line only."
+    )
+    user = (
+        f"Query: {query}\nInstruction: {instruction}\n\nRelevant documents:\n\n{_documents(documents)}\n\n"
+        "Reply with one line in the form\nRestriction: <the added sentence>"
+    )
+    return _benchmark("benchmark_changed", body, user)
+
+
+def benchmark_exclusion_prompt(query: str, instruction: str, restriction: str) -> Messages:
+    """Builder, ``--exclusions``: the same narrowing stated only as an exclusion of what lost relevance."""
+    body = (
+        "You help build a benchmark for search engines that follow instructions. A restriction was added to "
+        "a query's instruction. Restate it as ONE sentence that names only what is no longer relevant, as an "
+        "exclusion ('Documents that ... are not relevant.'), without saying what remains relevant. It must "
+        "exclude exactly the documents the restriction excludes.\nRules: one line only."
+    )
+    user = (
+        f"Query: {query}\nInstruction: {instruction}\nRestriction: {restriction}\n\n"
+        "Reply with one line in the form\nExclusion: <the sentence>"
+    )
+    return _benchmark("benchmark_exclusion", body, user)
+
+
+def benchmark_judge_prompt(query: str, instruction: str, document: str) -> Messages:
+    """Builder stage 3: is this (originally relevant) document relevant under the changed instruction?"""
+    body = (
+        "You are a relevance assessor. A user gave a query and an instruction saying what they need. Decide "
+        "whether the document is relevant: it must be about the query AND meet every condition of the "
+        "instruction, including any restriction on what no longer counts."
+    )
+    user = (
+        f"Instruction: {instruction}\nQuery: {query}\n\nDocument: {document}\n\n"
+        "Is the document relevant? Reply in the form\nAnswer: <yes or no>"
+    )
+    return _benchmark("benchmark_judge", body, user)

@@ -23,7 +23,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
-from infembed.synth import prompts
+from infembed.synth import prompts, structured
 from infembed.synth.filters import DEFAULT_BOUNDS, check_row, clean_answer, parse_choice
 from infembed.synth.inputs import SeedPair
 from infembed.synth.llm import ChatRequest, LLMClient, RequestRejected, Sampling, is_reasoning_model
@@ -36,6 +36,8 @@ SCENARIOS: tuple[tuple[str, str, str, str], ...] = (
     ("query_neg", "instruction_positive", "query_negative", "P2-"),
 )
 SCENARIO_TEXT = {"pos": "(I+, Q+)", "inst_neg": "(I-, Q+)", "query_neg": "(I+, Q-)"}
+#: the reply label of each field kind (the prompts' ``in the form\nLabel: <...>`` line)
+LABELS = {"instruction": "Instruction", "query": "Query", "passage": "Passage"}
 
 
 class Reject(Exception):
@@ -65,10 +67,12 @@ class StageSettings:
     max_passage_chars: int = 2000
     seed: int = 0
     bounds: dict[str, tuple[int, int, int]] = field(default_factory=lambda: dict(DEFAULT_BOUNDS))
+    json_output: str = "off"  # off | json_object | json_schema (infembed.synth.structured)
 
 
 def new_usage() -> dict[str, int]:
-    return {"requests": 0, "prompt_tokens": 0, "completion_tokens": 0}
+    """Token accounting of a record; ``unusable`` counts answers the filters could not use."""
+    return {"requests": 0, "prompt_tokens": 0, "completion_tokens": 0, "unusable": 0}
 
 
 def _add_usage(total: dict[str, int], other: dict[str, int]) -> dict[str, int]:
@@ -118,14 +122,21 @@ class RowStages:
         return shorten(text, self.settings.max_passage_chars)
 
     async def _generate(
-        self, stage: str, what: str, kind: str, messages: list[dict[str, str]]
+        self, stage: str, what: str, kind: str, messages: list[dict[str, str]], label: str | None = None
     ) -> tuple[str, dict]:
-        """Ask until the answer is usable; returns (clean text, usage)."""
+        """Ask until the answer is usable; returns (clean text, usage). ``label``: the prompt's reply label
+        when it is not the kind's own (e.g. ``Restriction``), stripped before the filters."""
         s = self.settings
         usage = new_usage()
         reasons: list[str] = []
+        own_label = label
+        label = label or LABELS[kind]
+        fmt = structured.response_format(s.json_output, label)
+        if fmt is not None:
+            messages = structured.json_messages(messages, label)
         for attempt in range(s.answer_attempts):
-            request = ChatRequest.build(s.model, messages, s.sampling, attempt, stage)
+            usage["unusable"] = len(reasons)
+            request = ChatRequest.build(s.model, messages, s.sampling, attempt, stage, fmt)
             try:
                 response = await self.client.complete(request)
             except RequestRejected as error:
@@ -141,7 +152,10 @@ class RowStages:
             if response.finish_reason == "content_filter":
                 reasons.append("refused (content filter)")
                 continue
-            cleaned = clean_answer(response.text, kind, domain=s.domain, bounds=s.bounds)
+            text = structured.unwrap(response.text, label) if fmt is not None else response.text
+            if own_label:
+                text = structured.strip_label(text, own_label)
+            cleaned = clean_answer(text, kind, domain=s.domain, bounds=s.bounds)
             if cleaned.ok and response.finish_reason == "length":
                 one_line = kind != "passage" and "\n" in response.text.strip()
                 if not one_line:
@@ -151,6 +165,7 @@ class RowStages:
                 assert cleaned.text is not None
                 return cleaned.text, usage
             reasons.append(str(cleaned.reason))
+        usage["unusable"] = len(reasons)
         tries = "try" if s.answer_attempts == 1 else "tries"
         raise Reject(f"{what}: {reasons[-1]} ({s.answer_attempts} {tries})", {"answers": reasons}, usage)
 
@@ -231,8 +246,12 @@ class RowStages:
         )
         usage = new_usage()
         answers: list[str] = []
+        fmt = structured.response_format(s.json_output, "Answer")
+        if fmt is not None:
+            messages = structured.json_messages(messages, "Answer")
         for attempt in range(s.answer_attempts):
-            request = ChatRequest.build(s.judge_model, messages, s.judge_sampling, attempt, "judge")
+            usage["unusable"] = len(answers)
+            request = ChatRequest.build(s.judge_model, messages, s.judge_sampling, attempt, "judge", fmt)
             try:
                 response = await self.client.complete(request)
             except RequestRejected as error:
@@ -247,10 +266,12 @@ class RowStages:
                     "completion_tokens": response.completion_tokens,
                 },
             )
-            index = parse_choice(response.text, len(candidates))
+            text = structured.unwrap(response.text, "Answer") if fmt is not None else response.text
+            index = parse_choice(text, len(candidates))
             if index is not None:
                 return name, candidates[index][0], usage
             answers.append(response.text[:80])
+        usage["unusable"] = len(answers)
         raise Reject(
             f"judge {SCENARIO_TEXT[name]}: no passage number in the answer ({s.answer_attempts} tries)",
             {"answers": answers},

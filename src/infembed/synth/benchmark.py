@@ -1,0 +1,585 @@
+"""Build an instruction-following benchmark (FollowIR style) from a collection with relevance judgments.
+
+For each query with judged-relevant documents, an LLM
+
+1. ``og``: writes an original instruction consistent with every judged-relevant document;
+2. ``changed``: writes ONE sentence that narrows it; the changed instruction is the original followed by it;
+3. ``judge``: re-judges every originally relevant document against the changed instruction (yes/no, one
+   request per document);
+4. ``select`` (no request): the query is kept when at least ``min_kept`` documents stay relevant, at least
+   ``min_lost`` lose relevance and no more than ``max_kept_share`` of them stay; else it is rejected with
+   the counts;
+5. ``exclusion`` (``exclusions=True``, kept queries only): the narrowing restated only as an exclusion of what
+   lost relevance ("Documents that ... are not relevant."), the adversarial variant of ``followir-cranfield-excl``.
+
+The output directory IS the benchmark (``infembed eval -b OUTPUT`` reads it)::
+
+    corpus.jsonl queries.jsonl qrels_og.tsv qrels_changed.tsv benchmark.json README.md (method and counts)
+    exclusions/     the same benchmark with the exclusion-only changed instructions (with --exclusions)
+    synth/          the run: run.json, og.jsonl, changed.jsonl, judged.jsonl, exclusion.jsonl, rejects.jsonl,
+                    summary.json, cache.sqlite
+
+``qrels_og.tsv`` holds the collection's judgments of the kept queries; ``qrels_changed.tsv`` the same with
+the documents that lost relevance set to 0. The run is a :class:`~infembed.synth.pipeline.Pipeline` with other
+stages: the same workers, response cache, retries, record files and resume (a SIGKILL loses and duplicates
+nothing; a rerun sends no request for what is done), and a summary in the same form as ``synth run``.
+
+Example::
+
+    from infembed.synth.benchmark import BenchmarkBuilder, BenchmarkConfig, load_judged
+    source = load_judged("data/raw/cranfield", limit=40)
+    client = LLMClient(OpenAIBackend(), ResponseCache("bench/synth/cache.sqlite"))
+    run_sync(BenchmarkBuilder(source, "bench", client, BenchmarkConfig(model="gpt-4o-mini")))
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from infembed.data.errors import DataError
+from infembed.data.records import Benchmark, InstructionQuery
+from infembed.synth import prompts, structured
+from infembed.synth.costs import Price, price_for
+from infembed.synth.llm import ChatRequest, LLMClient, RequestRejected, UsageMeter
+from infembed.synth.pipeline import _FINGERPRINT, Pipeline, RunState, SynthConfig
+from infembed.synth.stages import Reject, _add_usage, _gather, new_usage, shorten
+
+STAGE_FILES = {
+    "og": "og.jsonl",
+    "changed": "changed.jsonl",
+    "judge": "judged.jsonl",
+    "exclusion": "exclusion.jsonl",
+}
+BUILDER_STAGES = ("og", "changed", "judge", "select", "exclusion")
+WORK_DIR = "synth"
+EXCLUSIONS_DIR = "exclusions"
+_FIELDS = (
+    "min_relevant",
+    "max_relevant",
+    "min_kept",
+    "min_lost",
+    "max_kept_share",
+    "max_documents_in_prompt",
+    "exclusions",
+)
+_YES_NO = re.compile(r"^[\W_]*(?:answer\s*[*_]*\s*[:：]\s*[*_\"']*)?\s*(yes|no)\b", re.IGNORECASE)
+
+
+@dataclass
+class BenchmarkConfig(SynthConfig):
+    """Settings of a benchmark build (saved in ``synth/run.json``); the generation settings are
+    :class:`~infembed.synth.pipeline.SynthConfig`'s (``judge_model`` re-judges the documents)."""
+
+    max_passage_chars: int = 1000  # each document in a prompt is cut to this many characters
+    min_relevant: int = 3  # queries with fewer judged-relevant documents are not used
+    max_relevant: int = 20  # ... nor those with more
+    min_kept: int = 1  # documents that must stay relevant under the changed instruction
+    min_lost: int = 1  # documents that must lose relevance
+    max_kept_share: float = 0.8  # at most this share of the relevant documents may stay relevant
+    max_documents_in_prompt: int = 10  # relevant documents shown to the writer (all are re-judged)
+    exclusions: bool = False  # also write the exclusion-only variant
+
+    def __post_init__(self) -> None:
+        if self.min_relevant < 1 or self.max_relevant < self.min_relevant:
+            raise ValueError("need 1 <= min_relevant <= max_relevant")
+        if self.min_kept < 0 or self.min_lost < 1:
+            raise ValueError("need min_kept >= 0 and min_lost >= 1 (a query must change)")
+        if not 0 < self.max_kept_share <= 1:
+            raise ValueError("max_kept_share must be in (0, 1]")
+        if self.max_documents_in_prompt < 1:
+            raise ValueError("max_documents_in_prompt must be at least 1")
+        structured.check_mode(self.json_output)
+
+
+@dataclass(frozen=True)
+class QueryItem:
+    """One query of the collection and its judged-relevant documents (the builder's unit of work)."""
+
+    id: str
+    query: str
+    relevant: tuple[str, ...]
+
+
+@dataclass
+class JudgedCollection:
+    """The builder's input: the collection and the queries to work on (``pairs``, the pipeline's name)."""
+
+    benchmark: Benchmark
+    pairs: list[QueryItem]
+    source: str
+    queries_judged: int = 0  # queries with at least one relevant document
+    skipped: dict[str, int] = field(default_factory=dict)  # reason -> queries not eligible
+    distractors: list[str] = field(default_factory=list)  # unused; the pipeline's interface
+
+
+def load_judged(
+    source: str | Path,
+    *,
+    split: str = "test",
+    limit: int | None = None,
+    min_relevant: int = 3,
+    max_relevant: int = 20,
+) -> JudgedCollection:
+    """A BEIR dir, an instruction benchmark dir (its instructions are not used) or a SMART collection
+    (``cran.all.1400``, ``cran.qry``, ``cranqrel``); the first ``limit`` queries with ``min_relevant`` to
+    ``max_relevant`` relevant documents, in the collection's order."""
+    from infembed.data.formats import load_benchmark
+    from infembed.data.smart import find_smart_files, load_smart
+
+    path = Path(source)
+    if not path.exists():
+        raise DataError(
+            "not found", path, hint="give a BEIR dir, an instruction benchmark dir or a SMART dir"
+        )
+    if find_smart_files(path) is not None and not (path / "corpus.jsonl").exists():
+        bench = load_smart(path)
+    else:
+        bench = load_benchmark(path, split=split) if (path / "qrels").is_dir() else load_benchmark(path)
+    items: list[QueryItem] = []
+    skipped: dict[str, int] = {}
+    judged = 0
+    for qid, query in bench.queries.items():
+        relevant = tuple(d for d, score in bench.qrels_og.get(qid, {}).items() if score > 0)
+        if not relevant:
+            continue
+        judged += 1
+        missing = [d for d in relevant if d not in bench.corpus]
+        if missing:
+            skipped["relevant documents missing from the corpus"] = (
+                skipped.get("relevant documents missing from the corpus", 0) + 1
+            )
+            continue
+        if len(relevant) < min_relevant:
+            reason = f"fewer than {min_relevant} relevant documents"
+        elif len(relevant) > max_relevant:
+            reason = f"more than {max_relevant} relevant documents"
+        else:
+            if limit is None or len(items) < limit:
+                items.append(QueryItem(qid, query.text, relevant))
+            continue
+        skipped[reason] = skipped.get(reason, 0) + 1
+    if not items:
+        raise DataError(
+            f"no query has {min_relevant} to {max_relevant} relevant documents",
+            path,
+            hint="change --min-relevant / --max-relevant",
+        )
+    return JudgedCollection(bench, items, str(source), judged, skipped)
+
+
+def parse_yes_no(text: str) -> bool | None:
+    """``Answer: yes`` / ``No.`` / ``**yes**`` -> True / False; None when neither comes first."""
+    match = _YES_NO.match(text.strip())
+    if match:
+        return match.group(1).lower() == "yes"
+    words = set(re.findall(r"\b(yes|no)\b", text.lower()))
+    return (words == {"yes"}) if len(words) == 1 else None
+
+
+class BenchmarkBuilder(Pipeline):
+    """Runs the builder's stages over ``source.pairs`` (queries); the benchmark goes to ``output``.
+    Call :meth:`run` (async) or :func:`infembed.synth.pipeline.run_sync`."""
+
+    stage_files = STAGE_FILES
+    fingerprint = (*_FINGERPRINT, *_FIELDS)
+
+    def __init__(
+        self,
+        source: JudgedCollection,
+        output: str | Path,
+        client: LLMClient,
+        config: BenchmarkConfig | None = None,
+        *,
+        prices: dict[str, Price] | None = None,
+        batch_prices: bool = False,
+        progress: Any = None,
+    ) -> None:
+        self.output = Path(output)
+        config = config or BenchmarkConfig()
+        super().__init__(
+            source,  # type: ignore[arg-type]  (the pipeline needs .pairs with .id, .source, .distractors)
+            self.output / WORK_DIR,
+            client,
+            config,
+            prices=prices,
+            batch_prices=batch_prices,
+            progress=progress,
+        )
+        self.source = source
+        self.config: BenchmarkConfig = config
+
+    # ------------------------------------------------------------------------------------------- stages
+    def _documents(self, item: QueryItem, limit: int | None = None) -> list[str]:
+        corpus = self.source.benchmark.corpus
+        ids = item.relevant[:limit] if limit else item.relevant
+        return [shorten(corpus[d].full_text(), self.config.max_passage_chars) for d in ids]
+
+    async def _og(self, item: QueryItem) -> dict[str, Any]:
+        docs = self._documents(item, self.config.max_documents_in_prompt)
+        messages = prompts.benchmark_og_prompt(item.query, docs)
+        text, usage = await self.stages._generate("og", "original instruction", "instruction", messages)
+        return {"id": item.id, "instruction_og": text, "usage": usage}
+
+    async def _changed(self, item: QueryItem, og: str) -> dict[str, Any]:
+        docs = self._documents(item, self.config.max_documents_in_prompt)
+        messages = prompts.benchmark_changed_prompt(item.query, og, docs)
+        text, usage = await self.stages._generate(
+            "changed", "restriction", "instruction", messages, label="Restriction"
+        )
+        if " ".join(text.split()) in " ".join(og.split()):
+            raise Reject("restriction: repeats the original instruction", usage=usage)
+        changed = f"{og.rstrip()} {text}"
+        return {"id": item.id, "restriction": text, "instruction_changed": changed, "usage": usage}
+
+    async def _exclusion(self, item: QueryItem, og: str, restriction: str) -> dict[str, Any]:
+        messages = prompts.benchmark_exclusion_prompt(item.query, og, restriction)
+        text, usage = await self.stages._generate(
+            "exclusion", "exclusion", "instruction", messages, label="Exclusion"
+        )
+        return {
+            "id": item.id,
+            "exclusion": text,
+            "instruction_changed": f"{og.rstrip()} {text}",
+            "usage": usage,
+        }
+
+    async def _judge_document(self, item: QueryItem, instruction: str, doc_id: str) -> tuple[str, bool, dict]:
+        s = self.stages.settings
+        document = shorten(self.source.benchmark.corpus[doc_id].full_text(), s.max_passage_chars)
+        messages = prompts.benchmark_judge_prompt(item.query, instruction, document)
+        choices = ("yes", "no")
+        fmt = structured.response_format(s.json_output, "Answer", choices)
+        if fmt is not None:
+            messages = structured.json_messages(messages, "Answer", choices)
+        usage = new_usage()
+        answers: list[str] = []
+        for attempt in range(s.answer_attempts):
+            usage["unusable"] = len(answers)
+            request = ChatRequest.build(s.judge_model, messages, s.judge_sampling, attempt, "judge", fmt)
+            try:
+                response = await self.client.complete(request)
+            except RequestRejected as error:
+                raise Reject(f"judge: the endpoint refused the request ({error})", usage=usage) from None
+            _add_usage(
+                usage,
+                {
+                    "requests": 1,
+                    "prompt_tokens": response.prompt_tokens,
+                    "completion_tokens": response.completion_tokens,
+                },
+            )
+            text = structured.unwrap(response.text, "Answer") if fmt is not None else response.text
+            verdict = parse_yes_no(text)
+            if verdict is not None:
+                return doc_id, verdict, usage
+            answers.append(response.text[:80])
+        usage["unusable"] = len(answers)
+        raise Reject(
+            f"judge: no yes/no answer for document {doc_id} ({s.answer_attempts} tries)",
+            {"document": doc_id, "answers": answers},
+            usage,
+        )
+
+    async def _judge(self, item: QueryItem, changed: str) -> dict[str, Any]:
+        results = await _gather(*(self._judge_document(item, changed, d) for d in item.relevant))
+        usage = new_usage()
+        for _, _, u in results:
+            _add_usage(usage, u)
+        return {"id": item.id, "relevant": {d: verdict for d, verdict, _ in results}, "usage": usage}
+
+    def select(self, item: QueryItem, judged: dict[str, Any]) -> None:
+        """Reject a query whose changed instruction keeps too few or too many documents relevant."""
+        c = self.config
+        n = len(item.relevant)
+        kept = sum(1 for d in item.relevant if judged["relevant"].get(d))
+        lost = n - kept
+        counts = f"{kept} of {n} stay relevant"
+        if kept < c.min_kept:
+            raise Reject(f"too few documents stay relevant ({counts}; at least {c.min_kept})")
+        if lost < c.min_lost:
+            raise Reject(f"too many documents stay relevant ({counts}; at least {c.min_lost} must not)")
+        if kept > c.max_kept_share * n:
+            raise Reject(f"too many documents stay relevant ({counts}; at most {c.max_kept_share:.0%} may)")
+
+    async def _process(self, item: QueryItem) -> str:  # type: ignore[override]
+        state = self.state
+        if item.id in state.rejects:
+            return "rejected"
+        stage = "og"
+        try:
+            og = state.records["og"].get(item.id)
+            if og is None:
+                og = await self._og(item)
+                self._record("og", og)
+            stage = "changed"
+            changed = state.records["changed"].get(item.id)
+            if changed is None:
+                changed = await self._changed(item, og["instruction_og"])
+                self._record("changed", changed)
+            stage = "judge"
+            judged = state.records["judge"].get(item.id)
+            if judged is None:
+                judged = await self._judge(item, changed["instruction_changed"])
+                self._record("judge", judged)
+            stage = "select"
+            self.select(item, judged)
+            if self.config.exclusions and item.id not in state.records["exclusion"]:
+                stage = "exclusion"
+                self._record(
+                    "exclusion", await self._exclusion(item, og["instruction_og"], changed["restriction"])
+                )
+            return "kept"
+        except Reject as error:
+            self._reject(item, stage, error)  # type: ignore[arg-type]
+            return "rejected"
+
+    # ------------------------------------------------------------------------------------------ outputs
+    def _kept(self, state: RunState) -> list[QueryItem]:
+        last = "exclusion" if self.config.exclusions else "judge"
+        return [
+            item
+            for item in self.source.pairs
+            if item.id not in state.rejects and item.id in state.records[last]
+        ]
+
+    def _benchmark(self, state: RunState, kept: list[QueryItem], variant: str) -> Benchmark:
+        bench = self.source.benchmark
+        queries: dict[str, InstructionQuery] = {}
+        qrels_og: dict[str, dict[str, int]] = {}
+        qrels_changed: dict[str, dict[str, int]] = {}
+        for item in kept:
+            changed = state.records["exclusion" if variant == EXCLUSIONS_DIR else "changed"][item.id]
+            queries[item.id] = InstructionQuery(
+                text=item.query,
+                instruction_og=state.records["og"][item.id]["instruction_og"],
+                instruction_changed=changed["instruction_changed"],
+            )
+            judged = state.records["judge"][item.id]["relevant"]
+            qrels_og[item.id] = dict(bench.qrels_og[item.id])
+            qrels_changed[item.id] = {
+                d: (0 if d in judged and not judged[d] else score)
+                for d, score in bench.qrels_og[item.id].items()
+            }
+        name = self.output.name + ("-excl" if variant == EXCLUSIONS_DIR else "")
+        return Benchmark(
+            name=name,
+            corpus=bench.corpus,
+            queries=queries,
+            qrels_og=qrels_og,
+            qrels_changed=qrels_changed,
+            main_score=bench.main_score if bench.main_score != "ndcg_at_10" else "map_at_1000",
+            source=f"infembed synth benchmark from {self.source.source}",
+        )
+
+    def finalize(self, seconds: float = 0.0) -> dict[str, Any]:
+        """Write the benchmark (and its exclusion variant) from the records, ``README.md`` and the summary."""
+        from infembed.data.formats import save_benchmark
+        from infembed.data.jsonl import atomic_write, write_json
+
+        state = RunState.load(self.out_dir, self.stage_files)
+        kept = self._kept(state)
+        summary = self.summarize(state, len(kept), seconds)
+        written = []
+        if kept:
+            variants = ["", EXCLUSIONS_DIR] if self.config.exclusions else [""]
+            for variant in variants:
+                target = self.output / variant if variant else self.output
+                save_benchmark(self._benchmark(state, kept, variant), target)
+                with atomic_write(target / "README.md") as handle:
+                    handle.write(readme(summary, self.config, variant=bool(variant)))
+                written.append(str(target))
+        summary["benchmark"] = written
+        write_json(self.out_dir / "summary.json", summary)
+        return summary
+
+    def summarize(self, state: RunState, kept: int, seconds: float) -> dict[str, Any]:  # type: ignore[override]
+        ids = [item.id for item in self.source.pairs]
+        stages = [s for s in BUILDER_STAGES if s != "exclusion" or self.config.exclusions]
+        per_stage: dict[str, dict[str, Any]] = {}
+        for stage in stages:
+            done = 0
+            rejected: dict[str, int] = {}
+            for pid in ids:
+                reject = state.rejects.get(pid)
+                if reject is not None and reject.get("stage") == stage:
+                    head = str(reject.get("reason", "")).split(" (", 1)[0]
+                    rejected[head] = rejected.get(head, 0) + 1
+                elif self._through(state, pid, stage):
+                    done += 1
+            n_rejected = sum(rejected.values())
+            per_stage[stage] = {
+                "in": done + n_rejected,
+                "kept": done,
+                "rejected": n_rejected,
+                "keep_rate": round(done / (done + n_rejected), 4) if done + n_rejected else None,
+                "reasons": dict(sorted(rejected.items(), key=lambda kv: -kv[1])),
+            }
+        tokens: dict[str, dict[str, int]] = {s: new_usage() for s in STAGE_FILES}
+        for stage in STAGE_FILES:
+            records = list(state.records[stage].values()) + [
+                r for r in state.rejects.values() if r.get("stage") == stage
+            ]
+            for record in records:
+                for k, v in (record.get("usage") or {}).items():
+                    tokens[stage][k] = tokens[stage].get(k, 0) + int(v)
+        parseable = {
+            s: round(1 - u["unusable"] / u["requests"], 4) if u["requests"] else None
+            for s, u in tokens.items()
+        }
+        rejected_ids = [pid for pid in ids if pid in state.rejects]
+        finished = kept + len(rejected_ids)
+        settings = self.stages.settings
+        models = {s: settings.judge_model if s == "judge" else settings.model for s in STAGE_FILES}
+        cost_total: float | None = 0.0
+        costs: dict[str, float | None] = {}
+        for stage, usage in tokens.items():
+            price = price_for(models[stage], self.prices)
+            if price is None:
+                costs[stage] = None
+                cost_total = None
+                continue
+            costs[stage] = round(
+                price.cost(usage["prompt_tokens"], usage["completion_tokens"], self.batch_prices), 6
+            )
+            if cost_total is not None:
+                cost_total += costs[stage]
+        meter: UsageMeter = self.client.meter
+        this_run_cost: float | None = 0.0
+        for stage, usage in meter.stages.items():
+            price = price_for(models.get(stage, settings.model), self.prices)
+            if price is None:
+                if usage.requests:
+                    this_run_cost = None
+                continue
+            if this_run_cost is not None:
+                this_run_cost += price.cost(usage.prompt_tokens, usage.completion_tokens, self.batch_prices)
+        all_prompt = sum(u["prompt_tokens"] for u in tokens.values())
+        all_completion = sum(u["completion_tokens"] for u in tokens.values())
+        kept_items = [
+            item
+            for item in self.source.pairs
+            if item.id not in state.rejects and item.id in state.records["judge"]
+        ]
+        relevant = sum(len(item.relevant) for item in kept_items)
+        still = sum(
+            1
+            for item in kept_items
+            for d in item.relevant
+            if state.records["judge"][item.id]["relevant"].get(d)
+        )
+        outcomes = dict(self._outcomes)
+        done_now = outcomes.get("kept", 0) + outcomes.get("rejected", 0)
+        return {
+            "source": self.source.source,
+            "output": str(self.output),
+            "models": {"generation": settings.model, "judge": settings.judge_model},
+            "collection": {
+                "queries_judged": self.source.queries_judged,
+                "not_eligible": self.source.skipped,
+            },
+            "rows": {  # rows are queries here; the same keys as synth run
+                "input": len(ids),
+                "kept": kept,
+                "rejected": len(rejected_ids),
+                "unfinished": len(ids) - finished,
+                "deferred_to_batch": self._deferred,
+            },
+            "keep_rate": round(kept / finished, 4) if finished else None,
+            "stages": per_stage,
+            "documents": {
+                "relevant_og": relevant,
+                "still_relevant": still,
+                "lost_relevance": relevant - still,
+            },
+            "parseable_share": parseable,
+            "tokens": {
+                "per_stage": tokens,
+                "prompt_tokens": all_prompt,
+                "completion_tokens": all_completion,
+                "per_finished_query": {
+                    "prompt_tokens": round(all_prompt / finished, 1) if finished else None,
+                    "completion_tokens": round(all_completion / finished, 1) if finished else None,
+                },
+            },
+            "cost_usd": {
+                "all_answers": round(cost_total, 6) if cost_total is not None else None,
+                "per_stage": costs,
+                "this_run": round(this_run_cost, 6) if this_run_cost is not None else None,
+                "per_1000_queries": round(cost_total / finished * 1000, 4)
+                if cost_total is not None and finished
+                else None,
+                "batch_prices": self.batch_prices,
+            },
+            "this_run": {
+                "seconds": round(seconds, 3),
+                "outcomes": outcomes,
+                "queries_per_second": round(done_now / seconds, 4) if seconds and done_now else None,
+                **meter.to_json(),
+            },
+        }
+
+    def _through(self, state: RunState, pid: str, stage: str) -> bool:
+        if stage == "select":  # passed: judged, and not rejected before the exclusion stage
+            reject = state.rejects.get(pid)
+            return pid in state.records["judge"] and (reject is None or reject.get("stage") == "exclusion")
+        return pid in state.records[stage]
+
+
+def readme(summary: dict[str, Any], config: BenchmarkConfig, variant: bool = False) -> str:
+    """The benchmark's README.md: where it comes from, how it was made, and the counts."""
+    rows, docs = summary["rows"], summary["documents"]
+    reasons = [
+        f"- {stage}: {reason}: {n}"
+        for stage, s in summary["stages"].items()
+        for reason, n in s["reasons"].items()
+    ]
+    skipped = [f"- {reason}: {n}" for reason, n in summary["collection"]["not_eligible"].items()]
+    changed_text = (
+        "the original instruction followed by ONE sentence that states the narrowing only as an exclusion of "
+        'what lost relevance ("Documents that ... are not relevant."), never what stays relevant; the '
+        "judgments are those made against the narrowing sentence of the base variant"
+        if variant
+        else "the original instruction followed by ONE sentence that narrows it"
+    )
+    lines = [
+        f"# {Path(summary['output']).name}{'-excl' if variant else ''}: an instruction benchmark built by "
+        "`infembed synth benchmark`",
+        "",
+        f"Source collection: `{summary['source']}` ({summary['collection']['queries_judged']} queries with "
+        "judged-relevant documents). Built with `infembed synth benchmark` (docs/synthesis.md gives every prompt).",
+        f"Models: `{summary['models']['generation']}` writes, `{summary['models']['judge']}` re-judges. "
+        "LLM-written instructions and judgments: check a sample before trusting scores on it.",
+        "",
+        "## Method",
+        "",
+        f"1. Queries with {config.min_relevant} to {config.max_relevant} judged-relevant documents are used, "
+        "in the collection's order.",
+        f"2. `instruction_og`: an LLM sees the query and its relevant documents (up to "
+        f"{config.max_documents_in_prompt}, each cut to {config.max_passage_chars} characters) and writes an "
+        "instruction under which all of them are relevant.",
+        f"3. `instruction_changed`: {changed_text}.",
+        "4. Every originally relevant document is re-judged (yes/no) against the changed instruction; "
+        "`qrels_changed.tsv` sets those judged not relevant to 0.",
+        f"5. A query is kept when at least {config.min_kept} document(s) stay relevant, at least "
+        f"{config.min_lost} lose relevance, and at most {config.max_kept_share:.0%} stay.",
+        "",
+        "## Counts",
+        "",
+        f"- queries tried: {rows['input']}; kept: {rows['kept']}; rejected: {rows['rejected']}; "
+        f"unfinished: {rows['unfinished']}",
+        f"- relevant (query, document) pairs of the kept queries: {docs['relevant_og']}; still relevant "
+        f"under the changed instruction: {docs['still_relevant']}; lost relevance: {docs['lost_relevance']}",
+        "",
+        "Rejected queries, by stage and reason (details in `synth/rejects.jsonl`):",
+        "",
+        *(reasons or ["- none"]),
+        "",
+        "Queries of the collection not used:",
+        "",
+        *(skipped or ["- none"]),
+        "",
+    ]
+    return "\n".join(lines)
