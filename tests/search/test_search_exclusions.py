@@ -88,8 +88,9 @@ def test_service_applies_exclusions_per_request_and_shows_the_split(model, tmp_p
     import concurrent.futures
 
     import httpx
+    from background_server import BackgroundServer
 
-    from infembed.search.service import BackgroundServer, create_app
+    from infembed.search.service import create_app
 
     index = Index.build(model, CORPUS, tmp_path / "svc")
     app = create_app(index, max_wait_ms=20)

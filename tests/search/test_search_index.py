@@ -19,7 +19,7 @@ from conftest import EXPECTED, SHARD_SIZE
 
 from infembed.data.errors import DataError
 from infembed.search import Hit, Index, IndexModelMismatch
-from infembed.search.index import META_NAME, _shard_path
+from infembed.search.store import META_NAME, shard_path
 
 
 def _top_ids(index: Index, k: int = 3) -> list[list[str]]:
@@ -108,7 +108,7 @@ def test_interrupted_build_resumes_with_identical_vectors(
         Index.build(model, corpus_path, root, shard_size=SHARD_SIZE)
     assert not (root / META_NAME).exists()  # not loadable as a complete index
     assert (
-        _shard_path(root, 0).exists() and _shard_path(root, 1).exists() and not _shard_path(root, 2).exists()
+        shard_path(root, 0).exists() and shard_path(root, 1).exists() and not shard_path(root, 2).exists()
     )
     with pytest.raises(DataError, match="did not finish.*resumes"):
         Index.load(root, model)
@@ -126,7 +126,7 @@ def test_interrupted_build_resumes_with_identical_vectors(
     assert _top_ids(resumed) == _top_ids(flat_index)
 
     # a torn shard (killed while the OS was writing it, on a filesystem without atomic rename) is redone
-    last = _shard_path(root, 3)
+    last = shard_path(root, 3)
     data = last.read_bytes()
     last.write_bytes(data[: len(data) // 2])
     counted.clear()

@@ -13,9 +13,10 @@ import asyncio
 import httpx
 import numpy as np
 import pytest
+from background_server import BackgroundServer
 from conftest import EXPECTED
 
-from infembed.search.service import BackgroundServer, create_app
+from infembed.search.service import create_app
 
 MAX_TEXT_CHARS = 500
 MAX_BATCH = 16
@@ -193,7 +194,7 @@ def test_embed_refused_on_bm25_index(bm25_index):
 
 
 def test_micro_batcher_groups_splits_and_isolates_errors():
-    from infembed.search.service import MicroBatcher
+    from infembed.search.batcher import MicroBatcher
 
     seen: list[list[int]] = []
 

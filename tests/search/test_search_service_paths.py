@@ -11,8 +11,9 @@ CORPUS = {"a": "Bees make honey.", "b": "Tides follow the moon.", "c": "Inflatio
 
 def test_service_does_not_reveal_the_model_path(model, tmp_path):
     import httpx
+    from background_server import BackgroundServer
 
-    from infembed.search.service import BackgroundServer, create_app
+    from infembed.search.service import create_app
 
     model_dir = tmp_path / "secret-place" / "my-model"
     model.save(model_dir)

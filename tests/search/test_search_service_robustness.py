@@ -14,9 +14,10 @@ import time
 
 import httpx
 import pytest
+from background_server import BackgroundServer
 from conftest import EXPECTED
 
-from infembed.search.service import BackgroundServer, create_app
+from infembed.search.service import create_app
 
 SURROGATE_BODY = b'{"query": "x \\ud800", "k": 1}'  # raw JSON: the escape decodes to a lone surrogate
 

@@ -43,14 +43,13 @@ def test_beir_dir_with_several_positives_and_zero_scores(tmp_path):
 def test_beir_dir_gives_synthesis_the_passages_evaluation_scores(tmp_path):
     """One rule for title + text: synthesis reads a BEIR dir's passages exactly as evaluation embeds them."""
     from infembed.data.formats import load_beir
-    from infembed.evaluate.retrievers import document_text
 
     root = _beir(tmp_path, "query-id\tcorpus-id\tscore\nq1\td1\t1\nq2\td2\t1\n")
     seed = read_beir_dir(root)
     corpus = load_beir(root).corpus
-    assert [p.passage for p in seed.pairs] == [document_text(corpus[p.doc_id]) for p in seed.pairs]
+    assert [p.passage for p in seed.pairs] == [corpus[p.doc_id].full_text() for p in seed.pairs]
     assert seed.pairs[0].passage == "T one"  # not "T. one"
-    assert seed.distractors == [document_text(doc) for doc in corpus.values()]
+    assert seed.distractors == [doc.full_text() for doc in corpus.values()]
 
 
 def test_beir_dir_errors_name_the_line(tmp_path):

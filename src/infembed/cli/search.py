@@ -233,7 +233,7 @@ def serve_command(
 ) -> None:
     """Serve an index over HTTP: POST /search, POST /embed, GET /health, docs at /docs."""
     from infembed.cli.evaluate import exclusion_splitter_from_flags
-    from infembed.search.service import serve
+    from infembed.search.server import serve
 
     splitter = exclusion_splitter_from_flags(exclusions, exclusion_llm_url, exclusion_llm_model)
     if api_key is None and "INFEMBED_API_KEY" in os.environ:  # click reads an empty variable as unset

@@ -21,6 +21,7 @@ from infembed import cache_dir
 from infembed.data.records import Document
 from infembed.exclusions import DEFAULTS, ExclusionSettings, exclusion_aware_scores, resolve_exclusions
 from infembed.instructions import Instruction
+from infembed.search.bm25 import BM25, BM25Settings
 from infembed.templates import DEFAULT_TEMPLATE, join, resolve_template
 
 Run = dict[str, dict[str, float]]
@@ -72,10 +73,6 @@ def _top_k_indices(row: np.ndarray, doc_ids: Sequence[str], k: int) -> np.ndarra
     return np.concatenate([above, np.asarray(tied[: k - len(above)], dtype=np.int64)])
 
 
-def document_text(doc: Document) -> str:
-    return doc.full_text(" ")
-
-
 def candidate_pools(query_ids: Sequence[str], candidates: Mapping[str, Sequence[str]] | None,
                     doc_index: Mapping[str, int]) -> list[np.ndarray] | None:
     """Each query's candidate documents as indices (the pool exclusion scores are standardised over)."""
@@ -115,40 +112,23 @@ class BM25Retriever(_ExclusionAware):
                  exclusion_splitter: Callable[[str], Instruction] | None = None):
         self.template = resolve_template(template or DEFAULT_TEMPLATE)
         self._set_exclusions(exclusions, DEFAULTS["bm25"], exclusion_splitter)
-        self.stopwords, self.k1, self.b = stopwords, k1, b
-        self._stemmer = None
-        if stemmer:
-            import Stemmer
-
-            self._stemmer = Stemmer.Stemmer(stemmer)
-        self._model = None
+        self.settings = BM25Settings(stopwords=stopwords, stemmer=stemmer, k1=k1, b=b)
+        self._bm25: BM25 | None = None
 
     def index(self, corpus: Mapping[str, Document]) -> None:
-        import bm25s
-
         self.doc_ids = list(corpus)
         self.doc_index = {d: i for i, d in enumerate(self.doc_ids)}
-        tokens = bm25s.tokenize([document_text(corpus[d]) for d in self.doc_ids], stopwords=self.stopwords,
-                                stemmer=self._stemmer, show_progress=False)
-        self._model = bm25s.BM25(k1=self.k1, b=self.b)
-        self._model.index(tokens, show_progress=False)
+        self._bm25 = BM25(self.settings).index([corpus[d].full_text() for d in self.doc_ids])
 
     def retrieve(self, query_ids, queries, instructions, *, top_k=1000, candidates=None) -> Run:
-
-        if self._model is None:
+        if self._bm25 is None:
             raise RuntimeError("call index(corpus) first")
         scores = self._scores(self.score_pairs, query_ids, queries, instructions, candidates)
         return top_k_run(scores, query_ids, self.doc_ids, top_k, candidates, self.doc_index)
 
     def score_pairs(self, queries: Sequence[str], instructions: Sequence[str | None]) -> np.ndarray:
         """BM25 scores of each joined (query, instruction) text against every indexed document."""
-        import bm25s
-
-        texts = [join(self.template, q, i) for q, i in zip(queries, instructions)]
-        tokenized = bm25s.tokenize(texts, stopwords=self.stopwords, stemmer=self._stemmer, return_ids=False, show_progress=False)
-        if not texts:
-            return np.zeros((0, len(self.doc_ids)), dtype=np.float32)
-        return np.stack([self._model.get_scores(tokens) for tokens in tokenized])
+        return self._bm25.scores([join(self.template, q, i) for q, i in zip(queries, instructions)])
 
 
 class DenseRetriever(_ExclusionAware):
@@ -189,7 +169,7 @@ class DenseRetriever(_ExclusionAware):
     def index(self, corpus: Mapping[str, Document], doc_ids: Sequence[str] | None = None) -> None:
         self.doc_ids = list(doc_ids) if doc_ids is not None else list(corpus)
         self.doc_index = {d: i for i, d in enumerate(self.doc_ids)}
-        texts = [document_text(corpus[d]) for d in self.doc_ids]
+        texts = [corpus[d].full_text() for d in self.doc_ids]
         path = self._cache_file(texts) if self.cache else None
         if path is not None and path.exists():
             self._embeddings = np.load(path)

@@ -18,8 +18,12 @@ __all__ = ["KINDS", "Hit", "Index", "IndexModelMismatch", "load_corpus", "create
 
 
 def __getattr__(name: str) -> Any:
-    if name in ("create_app", "serve"):
-        from infembed.search import service
+    if name == "create_app":
+        from infembed.search.service import create_app
 
-        return getattr(service, name)
+        return create_app
+    if name == "serve":
+        from infembed.search.server import serve
+
+        return serve
     raise AttributeError(f"module 'infembed.search' has no attribute {name!r}")

@@ -6,17 +6,8 @@
     >>> hits[0].id, hits[0].score, hits[0].title
     >>> Index.load("my-index").search("another query", k=3)                    # reloads the same model
 
-Layout of an index dir (every file is written atomically: a killed build never leaves a torn file)::
-
-    index.json          kind, count, dim, the model (path, fingerprint, template) and search settings;
-                        present only once the build has finished, so its presence means "complete"
-    build.json          what the shards were encoded from (model fingerprint, corpus digest, shard size):
-                        a rerun with the same inputs resumes, a rerun with other inputs starts over
-    docs.jsonl          {"_id", "title", "text"} per document, in index order
-    docs.offsets.npy    byte offset of each line of docs.jsonl (documents are read on demand, not held in memory)
-    shards/shard-NNNNN.npy   float32 passage embeddings, ``shard_size`` documents each (dense kinds)
-    vectors.faiss       the faiss index (dense kinds)
-    bm25/               the bm25s index (kind "bm25")
+The files of an index dir are described in :mod:`infembed.search.store`; the faiss side in
+:mod:`infembed.search.vectors`, BM25 in :mod:`infembed.search.bm25`.
 
 Kinds: ``flat`` (exact inner product, the default and right up to a few million passages on CPU), ``hnsw``
 (graph search; sub-linear, approximate, tune ``ef_search`` for recall), ``ivf`` (inverted lists; needs
@@ -29,15 +20,7 @@ share of the shards (shard ``i`` goes to rank ``i % world_size``) and rank 0 ass
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
-import json
-import mmap
-import os
-import shutil
-import tempfile
-import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -45,24 +28,22 @@ from typing import Any
 import numpy as np
 
 from infembed.data.errors import DataError
-from infembed.data.jsonl import atomic_write, write_json
-from infembed.data.records import Document
+from infembed.search import store, vectors
+from infembed.search.bm25 import BM25, BM25Settings
+from infembed.search.build import Progress, build_bm25, build_dense, load_corpus, model_spec, resolve_model
+from infembed.search.store import (
+    BM25_DIR,
+    BUILD_NAME,
+    FAISS_NAME,
+    INDEX_FORMAT,
+    META_NAME,
+    DocStore,
+    read_manifest,
+    shard_path,
+)
+from infembed.search.vectors import DENSE_KINDS
 
-INDEX_FORMAT = 1
-KINDS = ("flat", "hnsw", "ivf", "bm25")
-DENSE_KINDS = ("flat", "hnsw", "ivf")
-META_NAME = "index.json"
-BUILD_NAME = "build.json"
-DOCS_NAME = "docs.jsonl"
-OFFSETS_NAME = "docs.offsets.npy"
-SHARD_DIR = "shards"
-FAISS_NAME = "vectors.faiss"
-BM25_DIR = "bm25"
-_OWN_FILES = {META_NAME, BUILD_NAME, DOCS_NAME, OFFSETS_NAME, SHARD_DIR, FAISS_NAME, BM25_DIR}
-
-Progress = Callable[[int, int], None]
-"""``progress(documents_done, documents_total)``, called after each shard (skipped shards count as done)."""
-
+KINDS = (*DENSE_KINDS, "bm25")
 
 class IndexModelMismatch(ValueError):
     """The model given to :meth:`Index.load` is not the one the index was built with."""
@@ -84,169 +65,6 @@ class Hit:
         return out
 
 
-# --------------------------------------------------------------------------------------------- inputs
-
-
-def load_corpus(spec: str | Path | Mapping[str, Any]) -> dict[str, Document]:
-    """A corpus from ``corpus.jsonl`` ({_id, title, text} per line), a dir holding one (BEIR or an
-    instruction benchmark), or an in-memory mapping ``id -> Document | str | {"title", "text"}``."""
-    if isinstance(spec, Mapping):
-        corpus: dict[str, Document] = {}
-        for doc_id, value in spec.items():
-            if isinstance(value, Document):
-                corpus[str(doc_id)] = value
-            elif isinstance(value, str):
-                corpus[str(doc_id)] = Document(title="", text=value)
-            elif isinstance(value, Mapping):
-                corpus[str(doc_id)] = Document(
-                    title=str(value.get("title") or ""), text=str(value.get("text") or "")
-                )
-            else:
-                raise ValueError(
-                    f"document {doc_id!r}: expected a Document, a string or a dict, got {type(value).__name__}"
-                )
-        if not corpus:
-            raise ValueError("the corpus is empty")
-        return corpus
-    from infembed.data.formats import read_corpus
-
-    path = Path(spec)
-    if path.is_dir():
-        if not (path / "corpus.jsonl").exists():
-            raise DataError("no corpus.jsonl in this directory", path, hint="give corpus.jsonl or a BEIR dir")
-        path = path / "corpus.jsonl"
-    return read_corpus(path)
-
-
-def _resolve_model(model: Any, device: str | None):
-    from infembed.model import InFEmbed
-
-    if model is None or isinstance(model, (str, Path)):
-        return InFEmbed.load(None if model is None else str(model), device=device)
-    return model
-
-
-def _model_spec(model: Any) -> str:
-    """How to load this model again: "default" for the packaged MiniLM, an absolute dir, or a hub name."""
-    from infembed.model.retriever import default_model_path
-
-    source = getattr(model, "source", None) or model.config.base_model or ""
-    if source and os.path.exists(source):
-        if os.path.realpath(source) == os.path.realpath(default_model_path()):
-            return "default"
-        return str(Path(source).resolve())
-    if source in ("", "all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2"):
-        return "default"
-    return source
-
-
-def _corpus_digest(ids: Sequence[str], corpus: Mapping[str, Document]) -> str:
-    digest = hashlib.sha256()
-    for doc_id in ids:
-        doc = corpus[doc_id]
-        for part in (doc_id, doc.title, doc.text):
-            digest.update(part.encode())
-            digest.update(b"\0")
-    return digest.hexdigest()[:32]
-
-
-def document_text(doc: Document) -> str:
-    """What gets embedded (and BM25-tokenised): title and text, as sentence-transformers/BEIR join them."""
-    return doc.full_text(" ")
-
-
-# --------------------------------------------------------------------------------------------- storage
-
-
-class _DocStore:
-    """docs.jsonl read through mmap + a line offset table: O(1) random access, nothing held in memory,
-    safe to read from several threads."""
-
-    def __init__(self, root: Path):
-        self.path = root / DOCS_NAME
-        self.offsets = np.load(root / OFFSETS_NAME)
-        self._file = open(self.path, "rb")
-        size = os.fstat(self._file.fileno()).st_size
-        self._map = mmap.mmap(self._file.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
-
-    def __len__(self) -> int:
-        return len(self.offsets) - 1
-
-    def get(self, i: int) -> dict[str, str]:
-        return json.loads(self._map[int(self.offsets[i]) : int(self.offsets[i + 1])])
-
-    def close(self) -> None:
-        if isinstance(self._map, mmap.mmap):
-            self._map.close()
-        self._file.close()
-
-    @staticmethod
-    def write(root: Path, ids: Sequence[str], corpus: Mapping[str, Document]) -> None:
-        offsets = np.zeros(len(ids) + 1, dtype=np.int64)
-        position = 0
-        with atomic_write(root / DOCS_NAME, "wb") as handle:
-            for n, doc_id in enumerate(ids):
-                doc = corpus[doc_id]
-                line = (
-                    json.dumps({"_id": doc_id, "title": doc.title, "text": doc.text}, ensure_ascii=False)
-                    + "\n"
-                ).encode()
-                handle.write(line)
-                position += len(line)
-                offsets[n + 1] = position
-        _save_npy(root / OFFSETS_NAME, offsets)
-
-
-def _save_npy(path: Path, array: np.ndarray) -> None:
-    with atomic_write(path, "wb") as handle:
-        np.save(handle, array)
-
-
-def _read_json(path: Path) -> dict[str, Any] | None:
-    try:
-        return json.loads(path.read_text())
-    except (FileNotFoundError, json.JSONDecodeError):
-        return None
-
-
-def _shard_path(root: Path, shard: int) -> Path:
-    return root / SHARD_DIR / f"shard-{shard:05d}.npy"
-
-
-def _shard_ok(path: Path, rows: int, dim: int) -> bool:
-    """A shard counts as done only if it loads with the expected shape (a truncated file is redone)."""
-    try:
-        array = np.load(path, mmap_mode="r")
-    except (FileNotFoundError, ValueError, OSError, EOFError):
-        return False
-    return array.shape == (rows, dim) and array.dtype == np.float32
-
-
-@contextlib.contextmanager
-def _distributed() -> Any:
-    """(rank, world_size, barrier) under torchrun or an initialised process group; (0, 1, no-op) otherwise."""
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    try:
-        import torch.distributed as dist
-    except ImportError:  # pragma: no cover
-        dist = None
-    if dist is None or not dist.is_available() or (world <= 1 and not dist.is_initialized()):
-        yield 0, 1, lambda: None
-        return
-    created = False
-    if not dist.is_initialized():
-        from datetime import timedelta
-
-        # gloo only for barriers: ranks exchange nothing but "my shards are on disk".
-        dist.init_process_group("gloo", timeout=timedelta(hours=12))
-        created = True
-    try:
-        yield dist.get_rank(), dist.get_world_size(), dist.barrier
-    finally:
-        if created:
-            dist.destroy_process_group()
-
-
 # --------------------------------------------------------------------------------------------- the index
 
 
@@ -264,7 +82,7 @@ class Index:
         self.model = model
         self.vectors = vectors
         self.bm25 = bm25
-        self.docs = _DocStore(self.path)
+        self.docs = DocStore(self.path)
 
     # ------------------------------------------------------------------------------------ properties
 
@@ -304,7 +122,7 @@ class Index:
         """All passage embeddings in index order (read from the shards; dense kinds only)."""
         if self.kind not in DENSE_KINDS:
             raise ValueError("a BM25 index has no embeddings")
-        paths = [_shard_path(self.path, s) for s in range(self.meta["shards"])]
+        paths = [shard_path(self.path, s) for s in range(self.meta["shards"])]
         if not all(p.exists() for p in paths) and self.kind != "ivf":  # shards deleted after the build
             return self.vectors.reconstruct_n(0, self.count)
         shards = [np.load(p) for p in paths]
@@ -349,117 +167,18 @@ class Index:
         if shard_size < 1 or batch_size < 1:
             raise ValueError("shard_size and batch_size must be at least 1")
         root = Path(output_dir)
-        _check_output_dir(root)
+        store.check_output_dir(root)
         docs = load_corpus(corpus)
         ids = list(docs)
         if kind == "bm25":
-            return cls._build_bm25(docs, ids, root)
-        model = _resolve_model(model, device)
-        fingerprint = model.fingerprint()
-        dim = int(model.dim)
-        count = len(ids)
-        shards = (count + shard_size - 1) // shard_size
-        manifest = {
-            "format": INDEX_FORMAT,
-            "fingerprint": fingerprint,
-            "passage_max_length": model.config.passage_max_length,
-            "dim": dim,
-            "count": count,
-            "shard_size": shard_size,
-            "corpus_sha256": _corpus_digest(ids, docs),
-        }
-        with _distributed() as (rank, world, barrier):
-            if rank == 0:
-                root.mkdir(parents=True, exist_ok=True)
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(root / META_NAME)  # index.json exists only while the dir is a complete index
-                docs_present = (root / DOCS_NAME).exists() and (root / OFFSETS_NAME).exists()
-                if _read_json(root / BUILD_NAME) != manifest or not docs_present:
-                    shutil.rmtree(root / SHARD_DIR, ignore_errors=True)  # other inputs: old shards are stale
-                    _DocStore.write(root, ids, docs)
-                    write_json(root / BUILD_NAME, manifest)
-                (root / SHARD_DIR).mkdir(exist_ok=True)
-            barrier()
-            done = 0
-            mine = [s for s in range(shards) if s % world == rank]
-            for shard in mine:
-                lo, hi = shard * shard_size, min(count, (shard + 1) * shard_size)
-                path = _shard_path(root, shard)
-                if not _shard_ok(path, hi - lo, dim):
-                    texts = [document_text(docs[d]) for d in ids[lo:hi]]
-                    vectors = model.encode_passages(texts, batch_size=batch_size)
-                    _save_npy(path, np.ascontiguousarray(vectors, dtype=np.float32))
-                done += hi - lo
-                if progress is not None:
-                    progress(done if world == 1 else min(count, done * world), count)
-            barrier()
-            if rank == 0:
-                settings = _faiss_settings(kind, count, hnsw_m, ef_construction, ef_search, nlist, nprobe)
-                index = _assemble_faiss(root, kind, dim, count, shards, settings)
-                _write_faiss(index, root / FAISS_NAME)
-                meta = {
-                    "format": INDEX_FORMAT,
-                    "kind": kind,
-                    "count": count,
-                    "dim": dim,
-                    "shards": shards,
-                    "shard_size": shard_size,
-                    "model": {
-                        "path": _model_spec(model),
-                        "fingerprint": fingerprint,
-                        "template": model.config.template,
-                        "interaction": model.config.interaction,
-                        "pooling": model.config.pooling,
-                        "passage_max_length": model.config.passage_max_length,
-                    },
-                    "faiss": settings,
-                    "corpus_sha256": manifest["corpus_sha256"],
-                    "world_size": world,
-                    "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-                    "versions": _versions(),
-                }
-                write_json(root / META_NAME, meta)
-                shutil.rmtree(root / BM25_DIR, ignore_errors=True)  # from an earlier bm25 build of this dir
-            barrier()
+            build_bm25(docs, ids, root)
+            return cls.load(root)
+        faiss_settings = {"hnsw_m": hnsw_m, "ef_construction": ef_construction, "ef_search": ef_search,
+                          "nlist": nlist, "nprobe": nprobe}
+        model = resolve_model(model, device)
+        build_dense(model, docs, ids, root, kind=kind, shard_size=shard_size, batch_size=batch_size,
+                    faiss=faiss_settings, progress=progress)
         return cls.load(root, model)
-
-    @classmethod
-    def _build_bm25(
-        cls, docs: Mapping[str, Document], ids: list[str], root: Path, stopwords: str = "en"
-    ) -> Index:
-        import bm25s
-
-        from infembed.model.interaction import DEFAULT_TEMPLATE
-
-        root.mkdir(parents=True, exist_ok=True)
-        # A dense build's leftovers would no longer match docs.jsonl: drop them (and the resume manifest).
-        for name in (META_NAME, BUILD_NAME, FAISS_NAME):
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(root / name)
-        shutil.rmtree(root / SHARD_DIR, ignore_errors=True)
-        _DocStore.write(root, ids, docs)
-        tokens = bm25s.tokenize(
-            [document_text(docs[d]) for d in ids], stopwords=stopwords, show_progress=False
-        )
-        bm25 = bm25s.BM25()
-        bm25.index(tokens, show_progress=False)
-        tmp = Path(tempfile.mkdtemp(prefix=".bm25.", dir=root))
-        bm25.save(str(tmp), show_progress=False)
-        shutil.rmtree(root / BM25_DIR, ignore_errors=True)
-        os.replace(tmp, root / BM25_DIR)
-        meta = {
-            "format": INDEX_FORMAT,
-            "kind": "bm25",
-            "count": len(ids),
-            "dim": None,
-            "model": None,
-            "bm25": {"stopwords": stopwords, "k1": bm25.k1, "b": bm25.b, "template": DEFAULT_TEMPLATE},
-            "corpus_sha256": _corpus_digest(ids, docs),
-            "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-            "versions": _versions(),
-        }
-        write_json(root / META_NAME, meta)
-        return cls.load(root)
 
     # ------------------------------------------------------------------------------------ load
 
@@ -476,7 +195,7 @@ class Index:
         """Open an index dir. ``model`` (an InFEmbed, a model dir or name) must be the model the index was built
         with; None loads that model from the path recorded in index.json. A different model is refused."""
         root = Path(path)
-        meta = _read_json(root / META_NAME)
+        meta = read_manifest(root / META_NAME)
         if meta is None:
             if (root / BUILD_NAME).exists():
                 raise DataError(
@@ -495,37 +214,35 @@ class Index:
                 root / META_NAME,
             )
         if meta["kind"] == "bm25":
-            import bm25s
-
-            bm25 = bm25s.BM25.load(str(root / BM25_DIR), show_progress=False)
-            return cls(root, meta, bm25=bm25)
+            recorded = {k: meta["bm25"][k] for k in ("stopwords", "k1", "b") if k in meta["bm25"]}
+            return cls(root, meta, bm25=BM25.load(root / BM25_DIR, BM25Settings(**recorded)))
         import faiss
 
         recorded = meta["model"]
         if model is None:
             try:
-                model = _resolve_model(recorded["path"], device)
+                model = resolve_model(recorded["path"], device)
             except (FileNotFoundError, OSError) as error:
                 raise FileNotFoundError(
                     f"{root}: cannot load the model the index was built with ({recorded['path']}): {error}; "
                     "pass the model explicitly (--model)"
                 ) from None
         else:
-            model = _resolve_model(model, device)
+            model = resolve_model(model, device)
         actual = model.fingerprint()
         if actual != recorded["fingerprint"]:
             raise IndexModelMismatch(
                 f"{root} was built with model {recorded['path']} (fingerprint {recorded['fingerprint']}), but the "
-                f"given model {_model_spec(model)} has fingerprint {actual}: other weights or settings, so its query "
+                f"given model {model_spec(model)} has fingerprint {actual}: other weights or settings, so its query "
                 "embeddings would not match the index. Search with "
                 "the original model, or rebuild the index with this one (`infembed index --model ...`)"
             )
-        vectors = faiss.read_index(str(root / FAISS_NAME))
-        if vectors.ntotal != meta["count"]:
+        faiss_index = faiss.read_index(str(root / FAISS_NAME))
+        if faiss_index.ntotal != meta["count"]:
             raise DataError(
-                f"{FAISS_NAME} holds {vectors.ntotal} vectors, index.json says {meta['count']}", root
+                f"{FAISS_NAME} holds {faiss_index.ntotal} vectors, index.json says {meta['count']}", root
             )
-        index = cls(root, meta, model=model, vectors=vectors)
+        index = cls(root, meta, model=model, vectors=faiss_index)
         index.set_search_params(
             ef_search=ef_search if ef_search is not None else meta["faiss"].get("ef_search"),
             nprobe=nprobe if nprobe is not None else meta["faiss"].get("nprobe"),
@@ -535,10 +252,8 @@ class Index:
     def set_search_params(self, *, ef_search: int | None = None, nprobe: int | None = None) -> None:
         """HNSW ``ef_search`` (candidates explored; higher = better recall, slower) and IVF ``nprobe`` (lists
         visited). Ignored for kinds they do not apply to."""
-        if self.kind == "hnsw" and ef_search is not None:
-            self.vectors.hnsw.efSearch = int(ef_search)
-        if self.kind == "ivf" and nprobe is not None:
-            self.vectors.nprobe = int(nprobe)
+        if self.vectors is not None:
+            vectors.set_search_params(self.vectors, self.meta["faiss"], ef_search=ef_search, nprobe=nprobe)
 
     # ------------------------------------------------------------------------------------ search
 
@@ -669,24 +384,17 @@ class Index:
         return out
 
     def _vectors_of(self, rows: np.ndarray) -> np.ndarray:
-        """The stored embeddings of these rows (faiss reconstruct; IVF gets a direct map once)."""
-        if self.kind == "ivf" and not getattr(self, "_direct_map", False):
-            import faiss
+        """The stored embeddings of these rows."""
+        return vectors.reconstruct(self.vectors, rows)
 
-            faiss.extract_index_ivf(self.vectors).make_direct_map()
-            self._direct_map = True
-        return self.vectors.reconstruct_batch(np.asarray(rows, dtype=np.int64))
+    def _bm25_texts(self, queries: Sequence[str], instructions: Sequence[str | None]) -> list[str]:
+        from infembed.templates import join
+
+        return [join(self.meta["bm25"]["template"], q, i) for q, i in zip(queries, instructions)]
 
     def _bm25_scores(self, queries: list[str], instructions: list[str | None]) -> np.ndarray:
         """BM25 scores of every joined (query, instruction) text against every document."""
-        import bm25s
-
-        from infembed.templates import join
-
-        settings = self.meta["bm25"]
-        texts = [join(settings["template"], q, i) for q, i in zip(queries, instructions)]
-        tokens = bm25s.tokenize(texts, stopwords=settings["stopwords"], return_ids=False, show_progress=False)
-        return np.stack([self.bm25.get_scores(t) for t in tokens]).astype(np.float32)
+        return self.bm25.scores(self._bm25_texts(queries, instructions))
 
     def encode_queries(
         self,
@@ -724,16 +432,7 @@ class Index:
     def _bm25_search(
         self, queries: list[str], instructions: list[str | None], k: int
     ) -> tuple[np.ndarray, np.ndarray]:
-        import bm25s
-
-        from infembed.model.interaction import join
-
-        settings = self.meta["bm25"]
-        texts = [join(settings["template"], q, i) for q, i in zip(queries, instructions)]
-        tokens = bm25s.tokenize(texts, stopwords=settings["stopwords"], return_ids=False, show_progress=False)
-        result = self.bm25.retrieve(tokens, k=min(k, self.count), show_progress=False)
-        indices = np.where(result.scores > 0, result.documents, -1)  # no shared term: not a result
-        return result.scores, indices
+        return self.bm25.top_k(self._bm25_texts(queries, instructions), k)
 
 
 # --------------------------------------------------------------------------------------------- helpers
@@ -751,101 +450,3 @@ def _align(
     if len(instructions) != len(queries):
         raise ValueError(f"{len(queries)} queries but {len(instructions)} instructions")
     return queries, instructions
-
-
-def _check_output_dir(root: Path) -> None:
-    """Refuse to write into a dir that holds anything but an (old or partial) infembed index."""
-    if root.exists() and not root.is_dir():
-        raise DataError("exists and is not a directory", root)
-    if root.is_dir():
-        entries = {p.name for p in root.iterdir() if not p.name.startswith(".")}
-        if entries and not ({META_NAME, BUILD_NAME} & entries):
-            raise DataError(
-                "exists and is not an infembed index; refusing to write into it",
-                root,
-                hint="give a new or empty directory",
-            )
-
-
-def _faiss_settings(
-    kind: str,
-    count: int,
-    hnsw_m: int,
-    ef_construction: int,
-    ef_search: int,
-    nlist: int | None,
-    nprobe: int | None,
-) -> dict[str, Any]:
-    if kind == "flat":
-        return {"type": "IndexFlatIP"}
-    if kind == "hnsw":
-        return {
-            "type": "IndexHNSWFlat",
-            "M": hnsw_m,
-            "ef_construction": ef_construction,
-            "ef_search": ef_search,
-        }
-    # faiss wants >= 39 training points per list; 4 * sqrt(n) lists is its usual starting point.
-    nlist = nlist or max(1, min(int(4 * np.sqrt(count)), count // 39))
-    return {"type": "IndexIVFFlat", "nlist": int(nlist), "nprobe": int(nprobe or min(nlist, 32))}
-
-
-def _iter_shards(root: Path, shards: int) -> Iterable[np.ndarray]:
-    for shard in range(shards):
-        yield np.load(_shard_path(root, shard))
-
-
-def _assemble_faiss(
-    root: Path, kind: str, dim: int, count: int, shards: int, settings: dict[str, Any]
-) -> Any:
-    import faiss
-
-    if kind == "flat":
-        index = faiss.IndexFlatIP(dim)
-    elif kind == "hnsw":
-        index = faiss.IndexHNSWFlat(dim, settings["M"], faiss.METRIC_INNER_PRODUCT)
-        index.hnsw.efConstruction = settings["ef_construction"]
-    else:
-        quantizer = faiss.IndexFlatIP(dim)
-        index = faiss.IndexIVFFlat(quantizer, dim, settings["nlist"], faiss.METRIC_INNER_PRODUCT)
-        index.train(_training_sample(root, shards, count, settings["nlist"] * 256))
-    for vectors in _iter_shards(root, shards):
-        index.add(vectors)
-    return index
-
-
-def _training_sample(root: Path, shards: int, count: int, size: int, seed: int = 0) -> np.ndarray:
-    """A uniform sample of rows across all shards (the corpus may be sorted, so not just the first rows)."""
-    if count <= size:
-        return np.concatenate(list(_iter_shards(root, shards)))
-    rows = np.sort(np.random.default_rng(seed).choice(count, size=size, replace=False))
-    parts, start = [], 0
-    for shard in range(shards):
-        array = np.load(_shard_path(root, shard), mmap_mode="r")
-        stop = start + len(array)
-        local = rows[(rows >= start) & (rows < stop)] - start
-        parts.append(np.asarray(array[local]))
-        start = stop
-    return np.ascontiguousarray(np.concatenate(parts), dtype=np.float32)
-
-
-def _write_faiss(index: Any, path: Path) -> None:
-    import faiss
-
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
-        faiss.write_index(index, tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
-
-
-def _versions() -> dict[str, str]:
-    import faiss
-
-    from infembed import __version__
-
-    return {"infembed": __version__, "faiss": faiss.__version__}

@@ -1,0 +1,103 @@
+"""Okapi BM25 through bm25s, one wrapper for evaluation and for the search index, so both tokenise and score a
+text the same way.
+
+Defaults (English stopwords, no stemming, k1 = 1.5, b = 0.75, bm25s's Lucene variant) are those of the dev-set
+reference runs. A saved index keeps its settings beside the bm25s files.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class BM25Settings:
+    stopwords: str | None = "en"
+    stemmer: str | None = None
+    k1: float = 1.5
+    b: float = 0.75
+
+
+class BM25:
+    """A BM25 index over a list of texts: :meth:`scores` for every document, :meth:`top_k` for the best."""
+
+    def __init__(self, settings: BM25Settings | None = None) -> None:
+        self.settings = settings or BM25Settings()
+        self._stemmer = None
+        if self.settings.stemmer:
+            import Stemmer
+
+            self._stemmer = Stemmer.Stemmer(self.settings.stemmer)
+        self._model: Any = None
+        self.count = 0
+
+    def _tokenize(self, texts: Sequence[str], **kwargs: Any) -> Any:
+        import bm25s
+
+        return bm25s.tokenize(
+            list(texts), stopwords=self.settings.stopwords, stemmer=self._stemmer, show_progress=False, **kwargs
+        )
+
+    def index(self, texts: Sequence[str]) -> BM25:
+        import bm25s
+
+        self._model = bm25s.BM25(k1=self.settings.k1, b=self.settings.b)
+        self._model.index(self._tokenize(texts), show_progress=False)
+        self.count = len(texts)
+        return self
+
+    def _ready(self) -> Any:
+        if self._model is None:
+            raise RuntimeError("call index(texts) first")
+        return self._model
+
+    def scores(self, texts: Sequence[str]) -> np.ndarray:
+        """(len(texts), count) BM25 scores of each text against every document."""
+        model = self._ready()
+        if not texts:
+            return np.zeros((0, self.count), dtype=np.float32)
+        tokens = self._tokenize(texts, return_ids=False)
+        return np.stack([model.get_scores(t) for t in tokens]).astype(np.float32)
+
+    def top_k(self, texts: Sequence[str], k: int) -> tuple[np.ndarray, np.ndarray]:
+        """(scores, document rows), both (len(texts), min(k, count)); a document sharing no term with the text is
+        not a result (row -1), rather than score-0 filler."""
+        model = self._ready()
+        result = model.retrieve(self._tokenize(texts, return_ids=False), k=min(k, self.count), show_progress=False)
+        return result.scores, np.where(result.scores > 0, result.documents, -1)
+
+    def save(self, path: Path) -> None:
+        """Write the index to ``path`` (a dir) atomically: a temporary dir renamed over the old one."""
+        path = Path(path)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
+        try:
+            self._ready().save(str(tmp), show_progress=False)
+            (tmp / "infembed_bm25.json").write_text(json.dumps(asdict(self.settings)))
+            shutil.rmtree(path, ignore_errors=True)
+            os.replace(tmp, path)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+
+    @classmethod
+    def load(cls, path: Path, settings: BM25Settings | None = None) -> BM25:
+        """Reopen a saved index; ``settings`` for indexes saved before the settings file existed."""
+        import bm25s
+
+        path = Path(path)
+        saved = path / "infembed_bm25.json"
+        if saved.exists():
+            settings = BM25Settings(**json.loads(saved.read_text()))
+        bm25 = cls(settings)
+        bm25._model = bm25s.BM25.load(str(path), show_progress=False)
+        bm25.count = int(bm25._model.scores["num_docs"])
+        return bm25

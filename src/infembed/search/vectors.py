@@ -1,0 +1,102 @@
+"""The faiss side of a dense index: which faiss index a kind is, how it is assembled from the shards, and
+writing it atomically.
+
+Every kind is a ``faiss.index_factory`` string with inner product (embeddings are L2-normalised, so inner
+product is cosine): ``flat`` is ``"Flat"`` (exact), ``hnsw`` is ``"HNSW<M>,Flat"``, ``ivf`` is
+``"IVF<nlist>,Flat"`` (trained on a uniform sample of the shards). The factory string is recorded in
+index.json, so an index says what it is in faiss's own words.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from infembed.search.store import iter_shards, training_sample
+
+DENSE_KINDS = ("flat", "hnsw", "ivf")
+
+
+def faiss_settings(
+    kind: str,
+    count: int,
+    *,
+    hnsw_m: int = 32,
+    ef_construction: int = 200,
+    ef_search: int = 128,
+    nlist: int | None = None,
+    nprobe: int | None = None,
+) -> dict[str, Any]:
+    """The settings of a ``kind`` for a corpus of ``count`` documents, with its index_factory string."""
+    if kind == "flat":
+        return {"factory": "Flat"}
+    if kind == "hnsw":
+        return {"factory": f"HNSW{hnsw_m},Flat", "M": hnsw_m, "ef_construction": ef_construction, "ef_search": ef_search}
+    if kind != "ivf":
+        raise ValueError(f"kind must be one of {', '.join(DENSE_KINDS)}, got {kind!r}")
+    # faiss wants >= 39 training points per list; 4 * sqrt(n) lists is its usual starting point.
+    nlist = int(nlist or max(1, min(int(4 * np.sqrt(count)), count // 39)))
+    return {"factory": f"IVF{nlist},Flat", "nlist": nlist, "nprobe": int(nprobe or min(nlist, 32))}
+
+
+def assemble(root: Path, dim: int, count: int, shards: int, settings: dict[str, Any]) -> Any:
+    """Build the faiss index of ``settings`` from the embedding shards of an index dir."""
+    import faiss
+
+    index = faiss.index_factory(dim, settings["factory"], faiss.METRIC_INNER_PRODUCT)
+    if "ef_construction" in settings:
+        index.hnsw.efConstruction = settings["ef_construction"]
+    if not index.is_trained:
+        index.train(training_sample(root, shards, count, settings["nlist"] * 256))
+    for vectors in iter_shards(root, shards):
+        index.add(vectors)
+    return index
+
+
+def set_search_params(index: Any, settings: dict[str, Any], *, ef_search: int | None, nprobe: int | None) -> None:
+    """HNSW ``ef_search`` and IVF ``nprobe``; each is ignored where it does not apply."""
+    import faiss
+
+    if ef_search is not None and "ef_construction" in settings:
+        faiss.downcast_index(index).hnsw.efSearch = int(ef_search)
+    if nprobe is not None and "nlist" in settings:
+        faiss.extract_index_ivf(index).nprobe = int(nprobe)
+
+
+def write(index: Any, path: Path) -> None:
+    """faiss.write_index through a temporary file renamed into place (faiss writes by path, not by handle)."""
+    import faiss
+
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        faiss.write_index(index, tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+def reconstruct(index: Any, rows: np.ndarray) -> np.ndarray:
+    """The stored vectors of these rows (an IVF index gets its direct map on first use)."""
+    import faiss
+
+    try:
+        return index.reconstruct_batch(np.asarray(rows, dtype=np.int64))
+    except RuntimeError:
+        faiss.extract_index_ivf(index).make_direct_map()
+        return index.reconstruct_batch(np.asarray(rows, dtype=np.int64))
+
+
+def versions() -> dict[str, str]:
+    import faiss
+
+    from infembed import __version__
+
+    return {"infembed": __version__, "faiss": faiss.__version__}
