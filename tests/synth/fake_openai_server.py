@@ -11,8 +11,11 @@ answer, and it can misbehave on demand:
 * ``rules``: ``{"task", "contains", "reply" | "status", "times"}``: for requests of that task (see
   ``infembed.synth.prompts.task_of``) whose user message contains the text (or every text of a list), reply with ``empty``,
   ``refusal``, ``garbage``, ``multiline``, ``echo`` (poisoned field = the positive one), ``cut``
-  (finish_reason "length"), ``wrong`` (judge: a distractor) or ``malformed`` (a 200 whose body is not
-  JSON), or answer with an HTTP ``status``; ``times`` matches (default 1, -1 for always).
+  (finish_reason "length"), ``wrong`` (judge: a distractor), ``json_fragment`` (the text ``{"instr``),
+  ``html`` (an nginx "502 Bad Gateway" page as the answer text), ``malformed`` (a 200 whose body is not
+  JSON) or ``no_choices`` (a 200 with ``"choices": []``), or answer with an HTTP ``status`` (and the error
+  ``message``); ``trickle``: seconds between the bytes of the answer's body (a server that never stalls
+  long but never finishes either); ``times`` matches (default 1, -1 for always).
 
 How the answers are made, so that the judge can be right: I+ ends with ``ref <hash of P+>``; a negative
 passage written for (I, Q) carries the marker ``<hash I>-<hash Q>``; the judge picks the candidate carrying
@@ -42,6 +45,12 @@ from typing import Any
 from fake_benchmark_answers import as_json, benchmark_answer
 
 from infembed.synth.prompts import task_of
+
+#: what an nginx proxy returns when the model server behind it is down (one line, as some proxies send it)
+NGINX_502 = (
+    "<html><head><title>502 Bad Gateway</title></head><body><center><h1>502 Bad Gateway</h1></center>"
+    "<hr><center>nginx/1.18.0 (Ubuntu)</center></body></html>"
+)
 
 
 def text_hash(text: str) -> str:
@@ -158,6 +167,10 @@ def answer(task: str | None, content: str, reply: str | None) -> tuple[str, str]
         return "I'm sorry, but I can't help with that request.", "stop"
     if reply == "garbage":
         return "### ???" if task != "judge" else "Hmm, several of them look fine to me honestly.", "stop"
+    if reply == "json_fragment":
+        return '{"instr', "stop"
+    if reply == "html":
+        return NGINX_502, "stop"
     query, instruction = _field(content, "Query"), _field(content, "Instruction")
     if task == "instruction":
         passage = _block(content, "Relevant passage")
@@ -216,7 +229,12 @@ class _Handler(BaseHTTPRequestHandler):
         return None
 
     def _send(
-        self, status: int, payload: Any, raw: bytes | None = None, headers: dict[str, str] | None = None
+        self,
+        status: int,
+        payload: Any,
+        raw: bytes | None = None,
+        headers: dict[str, str] | None = None,
+        trickle: float = 0.0,
     ):
         body = raw if raw is not None else json.dumps(payload).encode("utf-8")
         try:
@@ -226,7 +244,13 @@ class _Handler(BaseHTTPRequestHandler):
             for k, v in (headers or {}).items():
                 self.send_header(k, v)
             self.end_headers()
-            self.wfile.write(body)
+            if not trickle:
+                self.wfile.write(body)
+                return
+            for i in range(len(body)):  # one byte at a time until the client gives up
+                self.wfile.write(body[i : i + 1])
+                self.wfile.flush()
+                time.sleep(trickle)
         except (BrokenPipeError, ConnectionResetError):
             pass
 
@@ -309,9 +333,10 @@ class _Server(ThreadingHTTPServer):
             with self.lock:
                 self.counts["failed"] += 1
             kind = "rate_limit_exceeded" if status == 429 else "server_error"
+            message = (rule or {}).get("message") or f"injected {status}"
             handler._send(
                 status,
-                {"error": {"message": f"injected {status}", "type": kind}},
+                {"error": {"message": message, "type": kind}},
                 headers={"Retry-After": "0"},
             )
             return
@@ -320,6 +345,11 @@ class _Server(ThreadingHTTPServer):
             with self.lock:
                 self.counts["failed"] += 1
             handler._send(200, None, raw=b"<html>this is not json")
+            return
+        if reply == "no_choices":
+            with self.lock:
+                self.counts["failed"] += 1
+            handler._send(200, {"id": "chatcmpl-x", "object": "chat.completion", "choices": []})
             return
         replayed = replay(task, content, behaviour.by_query) if behaviour.by_query and not reply else None
         text, finish = (replayed, "stop") if replayed is not None else answer(task, content, reply)
@@ -342,7 +372,7 @@ class _Server(ThreadingHTTPServer):
         }
         with self.lock:
             self.counts["answered"] += 1
-        handler._send(200, completion)
+        handler._send(200, completion, trickle=float((rule or {}).get("trickle") or 0.0))
 
 
 class FakeOpenAIServer:

@@ -90,6 +90,39 @@ def test_export_import_round_trip_gives_the_rows_of_a_direct_run(server, seed_di
     assert summary["cost_usd"]["batch_prices"] is True
 
 
+def test_import_batch_names_the_line_of_output_it_cannot_read(tmp_path):
+    answer = {"choices": [{"message": {"content": "Instruction: hi"}, "finish_reason": "stop"}]}
+    good = {"custom_id": "a" * 64, "response": {"status_code": 200, "body": answer}}
+    results, cache = tmp_path / "output.jsonl", tmp_path / "c.sqlite"
+    for bad, where in [
+        ({"response": "oops"}, "line 2, field 'response': expected an object"),
+        (
+            {"response": {"status_code": 200, "body": {"choices": ["x"]}}},
+            "line 2, field 'response.body.choices[0]'",
+        ),
+        (
+            {"response": {"status_code": 200, "body": {"choices": [{"message": 1}]}}},
+            "line 2, field 'response.body.choices[0].message'",
+        ),
+    ]:
+        write_jsonl(results, [good, {"custom_id": "b" * 64, **bad}])
+        result = runner.invoke(app, ["import-batch", str(results), "--cache", str(cache)])
+        assert result.exit_code == 2, result.output
+        assert f"output.jsonl, {where}" in result.output and "Traceback" not in result.output
+    # "choices": [] is a broken answer, not an empty one: reported and not cached, so it is exported again
+    write_jsonl(
+        results, [good, {"custom_id": "c" * 64, "response": {"status_code": 200, "body": {"choices": []}}}]
+    )
+    with ResponseCache(tmp_path / "fresh.sqlite") as fresh:
+        report = import_batch_results([results], fresh)
+        assert (
+            report.imported == 1 and "c" * 64 not in fresh and fresh.get("a" * 64).text == "Instruction: hi"
+        )
+    assert report.errors == [
+        {"custom_id": "c" * 64, "status": 200, "message": "malformed response: no choices"}
+    ]
+
+
 def test_batch_files_are_split_and_bad_results_are_named(tmp_path):
     requests = [ChatRequest.build("m", [{"role": "user", "content": str(i)}]) for i in range(5)]
     files = write_batch_files(tmp_path / "req.jsonl", requests, max_per_file=2)

@@ -1,9 +1,12 @@
 """The ``infembed synth`` commands: a run against our server, clear one-line errors with exit status 2 (bad
-input, a server that keeps failing), and ``stats`` side by side with keep rates and kappa."""
+input, a server that keeps failing or is not running), text printed as it is (no Rich markup), and ``stats``
+side by side with keep rates and kappa."""
 
 from __future__ import annotations
 
 import json
+import socket
+import time
 
 from typer.testing import CliRunner
 
@@ -73,6 +76,41 @@ def test_expected_failures_exit_2_without_a_traceback(server, seed_dir, tmp_path
     server.configure({"rules": [{"status": 401, "times": -1}]})
     result = _run(seed_dir, tmp_path / "auth", server)
     assert result.exit_code == 2 and "the endpoint refused the work: 401" in result.output
+
+
+def test_brackets_in_paths_and_endpoint_errors_are_printed_as_they_are(server, seed_dir, tmp_path):
+    # Rich would read "[/bold]" as a closing tag and fail with MarkupError (exit 1)
+    odd = tmp_path / "runs [/bold] [red]"
+    result = _run(seed_dir, odd / "run", server)
+    assert result.exit_code == 0, result.output
+    assert "rows: 3 in, 3 kept, 0 rejected, 0 unfinished" in result.output
+
+    result = runner.invoke(app, ["run", str(odd / "missing"), "--output", str(odd / "o"), "--quiet"])
+    assert result.exit_code == 2 and "runs [/bold] [red]/missing" in result.output
+
+    server.configure({"rules": [{"status": 401, "message": "bad key [/bold] [link=x]", "times": -1}]})
+    result = _run(seed_dir, odd / "auth", server)
+    assert result.exit_code == 2, result.output
+    assert "the endpoint refused the work: 401: bad key [/bold] [link=x]" in result.output
+    assert "Traceback" not in result.output
+
+
+def test_a_server_that_is_not_running_fails_fast_with_one_line_naming_it(seed_dir, tmp_path):
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
+    started = time.monotonic()
+    result = runner.invoke(
+        app,
+        ["run", str(seed_dir), "--output", str(tmp_path / "o"), "--limit", "3", "--base-url", url]
+        + ["--retry-base", "0.2", "--quiet"],
+    )
+    elapsed = time.monotonic() - started
+    assert result.exit_code == 2
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith(f"error: cannot connect to {url} "), result.output
+    assert "Traceback" not in result.output
+    assert elapsed < 3.0  # 6 retries with backoff would take 6-13 s here (~46 s with the default 1 s)
 
 
 def test_stats_side_by_side_with_keep_rates_and_kappa(server, seed_dir, tmp_path):

@@ -71,6 +71,95 @@ def test_clean_answer_rejects_with_reason(raw, kind, reason):
     assert cleaned.reason.startswith(reason)
 
 
+NGINX_502 = (
+    "<html><head><title>502 Bad Gateway</title></head><body><center><h1>502 Bad Gateway</h1></center>"
+    "<hr><center>nginx/1.18.0 (Ubuntu)</center></body></html>"
+)
+
+
+@pytest.mark.parametrize(
+    ("raw", "kind", "domain", "reason"),
+    [
+        ('{"instr', "query", "web", "JSON fragment instead of text"),
+        ('Query: {"query": "cost of disneyland', "query", "web", "JSON fragment instead of text"),
+        ('Focus on daily costs", "query": "cost of disneyland', "instruction", "web", "JSON fragment"),
+        ('{"a": 1, "b": 2}', "query", "web", "JSON instead of text"),
+        ('[{"query": "cost of disneyland"}]', "query", "web", "JSON instead of text"),
+        (NGINX_502, "query", "web", "markup instead of text"),
+        (NGINX_502, "instruction", "web", "markup instead of text"),
+        (NGINX_502, "passage", "web", "markup instead of text"),
+        (NGINX_502, "passage", "code", "markup instead of text"),
+        # multi-line: the cut at the first newline would otherwise keep "<html>" as a query
+        (
+            "<html>\n<head><title>502 Bad Gateway</title></head>\n<body>bad gateway</body>\n</html>",
+            "query",
+            "web",
+            "markup",
+        ),
+        (
+            "<!DOCTYPE html>\n<html><body><p>Service Unavailable, try again later</p></body></html>",
+            "passage",
+            "web",
+            "markup",
+        ),
+        (
+            "<p>Focus on the daily operating cost of the parks.</p>",
+            "instruction",
+            "web",
+            "markup instead of text",
+        ),
+    ],
+)
+def test_json_fragments_and_markup_are_rejected(raw, kind, domain, reason):
+    cleaned = clean_answer(raw, kind, domain=domain)
+    assert not cleaned.ok
+    assert cleaned.reason.startswith(reason)
+
+
+@pytest.mark.parametrize(
+    ("raw", "kind", "domain", "expected"),
+    [
+        # a complete JSON object holding the one text is unwrapped
+        ('{"query": "cost of disneyland paris per day"}', "query", "web", "cost of disneyland paris per day"),
+        (
+            'Query: {"query": "cost of disneyland", "why": "other place"}',
+            "query",
+            "web",
+            "cost of disneyland",
+        ),
+        # texts that only mention markup or braces stay
+        ("what is the <br> tag in html", "query", "web", None),
+        ("what does <!doctype html> mean", "query", "web", None),
+        ("{x | x > 0} as set builder notation", "query", "math", None),
+        (
+            'DockPanel arranges child elements, e.g. <Button DockPanel.Dock="Top">Header</Button>, in the order'
+            " they are declared.",
+            "passage",
+            "web",
+            None,
+        ),
+        (
+            'Add JSON-LD in the page head: <script type="application/ld+json">{"@context":"https://schema.org",'
+            '"@type":"LocalBusiness"}</script>. The name and address properties are required.',
+            "passage",
+            "web",
+            None,
+        ),
+        ('<div class="row">\n  <span>{{ name }}</span>\n</div>', "passage", "code", None),
+        (
+            '{"name": "demo", "version": "1.0.0", "dependencies": {"left-pad": "^1.3.0"}}',
+            "passage",
+            "code",
+            None,
+        ),
+    ],
+)
+def test_answers_that_only_contain_json_or_markup_are_kept(raw, kind, domain, expected):
+    cleaned = clean_answer(raw, kind, domain=domain, bounds={kind: (3, 4000, 1)})
+    assert cleaned.ok, cleaned.reason
+    assert cleaned.text == (raw if expected is None else expected)
+
+
 def test_code_passages_keep_their_lines_and_lose_fences():
     raw = "Passage:\n```python\ndef add(a, b):\n    # add two numbers and return the sum\n    return a + b\n```\nThis works."
     cleaned = clean_answer(raw, "passage", domain="code")

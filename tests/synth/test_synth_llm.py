@@ -1,9 +1,13 @@
 """The LLM layer against our real local HTTP server through the real ``openai`` client: cache keys, the SQLite
-cache, retries with backoff on 429/5xx/timeouts/malformed bodies, non-retryable errors, the concurrency bound."""
+cache, retries with backoff on 429/5xx/timeouts/malformed bodies (an empty ``choices`` list included, never
+cached), the timeout as a deadline for the whole answer, a server that is not running failing fast,
+non-retryable errors, the concurrency bound."""
 
 from __future__ import annotations
 
 import asyncio
+import socket
+import time
 
 import pytest
 
@@ -11,8 +15,10 @@ from infembed.synth.llm import (
     ChatRequest,
     ChatResponse,
     EndpointError,
+    EndpointUnreachable,
     FatalEndpointError,
     LLMClient,
+    MalformedResponse,
     OpenAIBackend,
     RequestRejected,
     ResponseCache,
@@ -135,6 +141,75 @@ def test_timeouts_and_malformed_bodies_are_retried(server, tmp_path):
             ChatRequest.build("fake", MESSAGES, attempt=5),
         )
     assert server.stats()["requests"] == 2
+
+
+def test_an_empty_choices_list_is_retried_and_never_cached(server, tmp_path):
+    server.configure({"rules": [{"reply": "no_choices", "times": 1}]})
+    client = _client(server, tmp_path)
+    response = _ask(client, ChatRequest.build("fake", MESSAGES, stage="instruction"))
+    assert response.text.startswith("Instruction: Prefer passages")
+    assert server.stats()["requests"] == 2 and client.meter["instruction"].retries == 1
+    # a server that only ever answers with no choices: the request fails, and nothing is cached for it
+    server.configure({"rules": [{"reply": "no_choices", "times": -1}]})
+    request = ChatRequest.build("fake", MESSAGES, attempt=1)
+    with pytest.raises(EndpointError, match="malformed response: no choices"):
+        _ask(_client(server, tmp_path, max_retries=1), request)
+    with ResponseCache(tmp_path / "c.sqlite") as cache:
+        assert request.key() not in cache and len(cache) == 1
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"choices": []}, "choices"),
+        ({"id": "x"}, "choices"),
+        ({"choices": "x"}, "choices"),
+        ({"choices": ["x"]}, "choices[0]"),
+        ({"choices": [{"message": "oops"}]}, "choices[0].message"),
+        ({"choices": [{"message": {"content": 3}}]}, "choices[0].message.content"),
+        (["x"], ""),
+    ],
+)
+def test_bodies_without_an_answer_are_malformed(body, field):
+    with pytest.raises(MalformedResponse) as info:
+        ChatResponse.from_completion(body)
+    assert info.value.field == field
+
+
+def test_a_null_content_is_an_empty_answer_and_bad_usage_is_estimated():
+    body = {"choices": [{"message": {"content": None}, "finish_reason": "stop"}], "usage": "n/a"}
+    response = ChatResponse.from_completion(body)
+    assert (response.text, response.finish_reason, response.completion_tokens) == ("", "stop", 0)
+    body = {"choices": [{"message": {"content": "12345678"}}], "usage": {"completion_tokens": "x"}}
+    assert ChatResponse.from_completion(body).completion_tokens == 2
+
+
+def test_the_timeout_is_a_deadline_for_the_whole_answer(server, tmp_path):
+    # one byte every 20 ms: no single read waits long, the whole body (~400 bytes) would take 8 s
+    server.configure({"rules": [{"trickle": 0.02, "times": -1}]})
+    started = time.monotonic()
+    with pytest.raises(EndpointError, match="timed out"):
+        _ask(_client(server, tmp_path, max_retries=0, timeout=0.5), ChatRequest.build("fake", MESSAGES))
+    assert time.monotonic() - started < 3.0
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_a_server_that_is_not_running_fails_fast_naming_its_url(tmp_path):
+    url = f"http://127.0.0.1:{_closed_port()}/v1"
+    client = LLMClient(
+        OpenAIBackend(base_url=url, timeout=10), ResponseCache(tmp_path / "c.sqlite"), backoff_base=0.1
+    )
+    started = time.monotonic()
+    with pytest.raises(EndpointUnreachable, match=f"cannot connect to {url} "):
+        _ask(client, ChatRequest.build("fake", MESSAGES, stage="instruction"))
+    # two quick retries (0.15-0.3 s here), not the six of a transient failure (3-6 s here, ~46 s by default)
+    assert time.monotonic() - started < 2.0
+    assert client.meter["instruction"].retries == 2
 
 
 def test_client_errors_are_not_retried(server, tmp_path):

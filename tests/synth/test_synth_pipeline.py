@@ -142,6 +142,56 @@ def test_bad_answers_are_retried_then_rejected_with_a_reason(server, seed, tmp_p
     assert summary["stages"]["rules"]["rejected"] == 1
 
 
+def test_json_fragments_markup_and_empty_choices_never_become_rows(server, seed, tmp_path):
+    q = [query_of(seed, i) for i in range(N_PAIRS)]
+    server.configure(
+        {
+            "rules": [
+                # row 0: a JSON fragment once, then a good answer: kept
+                {
+                    "task": "poison_query",
+                    "contains": f"Query: {q[0]}\n",
+                    "reply": "json_fragment",
+                    "times": 1,
+                },
+                # row 1: always a JSON fragment: rejected at the poison stage
+                {
+                    "task": "poison_query",
+                    "contains": f"Query: {q[1]}\n",
+                    "reply": "json_fragment",
+                    "times": -1,
+                },
+                # row 2: always a proxy's 502 page: rejected
+                {"task": "poison_query", "contains": f"Query: {q[2]}\n", "reply": "html", "times": -1},
+                # row 3: twice a body with "choices": []: retried as a broken response, the first attempt answers
+                {"task": "instruction", "contains": f"Query: {q[3]}\n", "reply": "no_choices", "times": 2},
+                # row 4: a 502 page as a negative passage once: asked again, kept
+                {"task": "negative_passage", "contains": f"Query: {q[4]}\n", "reply": "html", "times": 1},
+            ]
+        }
+    )
+    summary = run(server, seed, tmp_path)
+    ids = [p.id for p in seed.pairs]
+    rows = {r["id"]: r for r in read_jsonl(tmp_path / "train.jsonl")}
+    assert set(rows) == {ids[0], ids[3], ids[4], ids[5]}
+    assert rows[ids[0]]["query_negative"] == f"{q[0]} versus the alternatives"
+    generated = set(TRIPLET_FIELDS) - {"query_positive", "document_positive"}
+    assert all("<" not in r[f] and "{" not in r[f] for r in rows.values() for f in generated)
+    rejects = {r["id"]: r for r in read_jsonl(tmp_path / "rejects.jsonl")}
+    assert set(rejects) == {ids[1], ids[2]}
+    assert rejects[ids[1]]["stage"] == "poison"
+    assert rejects[ids[1]]["reason"] == "poisoned query: JSON fragment instead of text (3 tries)"
+    assert rejects[ids[2]]["reason"] == "poisoned query: markup instead of text (3 tries)"
+    # the empty choices cost retries, not answer attempts: one answer behind row 3's instruction
+    instruction = {r["id"]: r for r in read_jsonl(tmp_path / "instructions.jsonl")}[ids[3]]
+    assert instruction["usage"]["requests"] == 1
+    assert summary["this_run"]["stages"]["instruction"]["retries"] == 2
+    assert summary["stages"]["poison"]["reasons"] == {
+        "poisoned query: JSON fragment instead of text": 1,
+        "poisoned query: markup instead of text": 1,
+    }
+
+
 def test_resume_skips_done_rows_and_stages(server, seed, tmp_path):
     small = type(seed)(seed.pairs[:3], seed.distractors, seed.source)
     run(server, small, tmp_path)

@@ -16,6 +16,7 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 app = typer.Typer(
     name="synth",
@@ -23,8 +24,10 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
 )
-console = Console(stderr=True, soft_wrap=True)
-out = Console(soft_wrap=True)
+# No markup parsing: paths, data set names and the endpoint's error texts are printed as they are (a
+# "[/bold]" in them would otherwise raise MarkupError); styles are given as Text objects instead.
+console = Console(stderr=True, soft_wrap=True, markup=False)
+out = Console(soft_wrap=True, markup=False)
 
 
 class ExpectedError(Exception):
@@ -32,7 +35,7 @@ class ExpectedError(Exception):
 
 
 def _fail(message: str) -> None:
-    console.print(f"[bold red]error:[/] {message}", highlight=False)
+    console.print(Text.assemble(("error:", "bold red"), " ", message), highlight=False)
     raise typer.Exit(2)
 
 
@@ -74,7 +77,11 @@ JudgeModel = Annotated[
 ]
 Concurrency = Annotated[int, typer.Option(min=1, help="Requests in flight at most.")]
 Timeout = Annotated[
-    float, typer.Option(help="Seconds per request before it counts as failed (and is retried).")
+    float,
+    typer.Option(
+        min=0.001,
+        help="Deadline in seconds for each request, the whole answer included (a request past it is retried).",
+    ),
 ]
 MaxRetries = Annotated[int, typer.Option(min=0, help="Retries of a request on 429, 5xx, timeouts.")]
 RetryBase = Annotated[
@@ -215,7 +222,7 @@ def _run_with_progress(pipeline: Any, quiet: bool) -> dict[str, Any]:
         TextColumn("[bold]synth[/]"),
         BarColumn(),
         MofNCompleteColumn(),
-        TextColumn("{task.fields[counts]}"),
+        TextColumn("{task.fields[counts]}", markup=False),
         TimeElapsedColumn(),
         console=console,
         transient=False,
@@ -357,7 +364,9 @@ def run(
             summary = _run_with_progress(pipeline, quiet)
         except SynthAborted:
             summary = json.loads((output / "summary.json").read_text(encoding="utf-8"))
-            _print_summary(summary)
+            answered = summary["this_run"]["total"]
+            if answered["requests"] or answered["cache_hits"]:  # else the table holds only zeros
+                _print_summary(summary)
             raise
         _print_summary(summary)
 

@@ -16,6 +16,7 @@ prompts contain the previous stage's answers:
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -24,7 +25,7 @@ from typing import Any
 
 from infembed.data.errors import DataError
 from infembed.data.jsonl import iter_jsonl, write_jsonl
-from infembed.synth.llm import ChatRequest, ChatResponse, Deferred, ResponseCache
+from infembed.synth.llm import ChatRequest, ChatResponse, Deferred, MalformedResponse, ResponseCache
 
 #: the Batch API's limit of requests per input file
 MAX_REQUESTS_PER_FILE = 50_000
@@ -83,8 +84,13 @@ class ImportReport:
 
 
 def import_batch_results(paths: Iterable[str | Path], cache: ResponseCache) -> ImportReport:
-    """Store the answers of Batch API output (or error) files in ``cache``. Lines that carry an error are
-    reported, not stored, so the next export asks for them again."""
+    """Store the answers of Batch API output (or error) files in ``cache``.
+
+    Lines that carry an error, and answers with an empty ``choices`` list (a broken response, not an empty
+    answer), are reported, not stored, so the next export asks for them again. A line that is not Batch
+    API output at all (``"response": "oops"``, a choice that is not an object ...) raises
+    :class:`~infembed.data.errors.DataError` naming the file, line and field.
+    """
     report = ImportReport()
     for path in paths:
         for line, obj in iter_jsonl(path):
@@ -93,7 +99,16 @@ def import_batch_results(paths: Iterable[str | Path], cache: ResponseCache) -> I
                 raise DataError(
                     "custom_id is not a request key written by export-batch", path, line, "custom_id"
                 )
-            response = obj.get("response") or {}
+            response = obj.get("response")
+            if response is None:
+                response = {}
+            if not isinstance(response, dict):
+                raise DataError(
+                    f"expected an object {{status_code, body}} or null, got {_json_type(response)}",
+                    path,
+                    line,
+                    "response",
+                )
             status = response.get("status_code")
             body = response.get("body")
             error = obj.get("error")
@@ -101,15 +116,37 @@ def import_batch_results(paths: Iterable[str | Path], cache: ResponseCache) -> I
                 message = ""
                 if isinstance(error, dict):
                     message = str(error.get("message") or error)
+                elif error:
+                    message = str(error)
                 elif isinstance(body, dict) and isinstance(body.get("error"), dict):
                     message = str(body["error"].get("message") or body["error"])
+                elif status == 200:
+                    message = f"the response body is {_json_type(body)}, not an object"
                 report.errors.append({"custom_id": custom_id, "status": status, "message": message[:300]})
                 continue
-            if not isinstance(body.get("choices"), list):
-                raise DataError("response body has no 'choices' list", path, line, "response.body")
+            try:
+                answer = ChatResponse.from_completion(body)
+            except MalformedResponse as bad:
+                if bad.field == "choices" and body.get("choices") == []:
+                    message = "malformed response: no choices"
+                    report.errors.append({"custom_id": custom_id, "status": status, "message": message})
+                    continue
+                field_name = "response.body" + (f".{bad.field}" if bad.field else "")
+                raise DataError(str(bad), path, line, field_name) from None
             if custom_id in cache:
                 report.already_cached += 1
                 continue
-            cache.put(custom_id, ChatResponse.from_completion(body), str(body.get("model") or ""))
+            cache.put(custom_id, answer, answer.model)
             report.imported += 1
     return report
+
+
+def _json_type(value: Any) -> str:
+    """How a JSON value is called in an error message: 'a string ("oops")', 'null', 'a list' ..."""
+    if value is None:
+        return "null"
+    if isinstance(value, str):
+        shown = value if len(value) <= 40 else value[:37] + "..."
+        return f"a string ({json.dumps(shown)})"
+    names = {bool: "a boolean", int: "a number", float: "a number", list: "a list", dict: "an object"}
+    return names.get(type(value), type(value).__name__)

@@ -3,7 +3,9 @@
 * :func:`clean_answer` turns a raw LLM answer into the field's text or a rejection reason: it drops a
   leading label (``Instruction:``, ``**New query:**`` ...), cuts instructions and queries at the first
   newline (the paper's rule) and passages at the first blank line (code keeps its lines), strips wrapping
-  quotes and markdown emphasis, and recognises empty answers, refusals and length violations.
+  quotes and markdown emphasis, and recognises empty answers, refusals, length violations, JSON instead of
+  text (a complete ``{"instruction": "..."}`` is unwrapped; a fragment such as ``{"instr`` is rejected) and
+  markup (an HTML page such as a proxy's "502 Bad Gateway", or text in tags).
 * :func:`check_row` applies the row-level rules once all generated fields exist: the poisoned instruction and
   query must differ from the positives, the three passages must differ, and for code the programming
   language must stay the same in both instructions.
@@ -12,6 +14,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 
@@ -44,6 +47,21 @@ _QUOTES = [
     ("\u00ab", "\u00bb"),
 ]
 _WORD = re.compile(r"[^\W\d_]{2,}")
+#: an answer that starts as JSON: ``{"``, ``{`` alone, ``[{``, ``["``, ``[[`` (not ``{x | x > 0}``)
+_JSON_START = re.compile(r'^\s*(?:\{\s*(?:"|$)|\[\s*(?:[{\["]|$))')
+#: a JSON key inside an instruction or query: ``{"query":`` or ``, "query":`` (passages may quote code)
+_JSON_KEY = re.compile(r'[{,]\s*"[^"\n]{1,60}"\s*:')
+#: the start of an HTML or XML document
+_MARKUP_DOCUMENT = re.compile(
+    r"\s*(?:<!doctype\s+html|<\?xml\b|<\s*(?:html|head|body)\b[^<>]*>)", re.IGNORECASE
+)
+_TAG = re.compile(r"\s*</?[a-z][a-z0-9]*(?:\s[^<>]*)?/?>", re.IGNORECASE)
+_CLOSING_TAG = re.compile(r"</[a-z][a-z0-9]*\s*>", re.IGNORECASE)
+#: an HTTP error page (checked in code passages too, where other markup may be the code itself)
+_ERROR_PAGE = re.compile(
+    r"<(?:title|h1)\b[^<>]*>\s*(?:[45]\d\d\b|error\b|bad gateway|service unavailable|gateway time-?out)",
+    re.IGNORECASE,
+)
 
 
 @dataclass(frozen=True)
@@ -74,6 +92,39 @@ def _strip_wrappers(text: str) -> str:
     return text
 
 
+def _is_markup(text: str, kind: str, domain: str) -> bool:
+    """An HTTP error page, or a text that starts as markup: an HTML/XML document, or a tag closed later
+    (``<p>...</p>``). Text that only quotes markup (``use <b>bold</b>``, ``the <br> tag``) stays; code
+    passages may be markup themselves, so only error pages count there."""
+    if _ERROR_PAGE.search(text):
+        return True
+    if kind == "passage" and domain == "code":
+        return False
+    if _MARKUP_DOCUMENT.match(text):
+        return True
+    return bool(_TAG.match(text)) and bool(_CLOSING_TAG.search(text))
+
+
+def _unwrap_json(text: str, kind: str) -> Cleaned | str:
+    """``{"instruction": "..."}`` -> its text; a JSON fragment or other JSON -> a rejection."""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return Cleaned(None, "JSON fragment instead of text")
+    if isinstance(value, dict):
+        texts = {k: v for k, v in value.items() if isinstance(v, str) and v.strip()}
+        named = [
+            v
+            for k, v in texts.items()
+            if kind in k.lower() or (kind == "passage" and "document" in k.lower())
+        ]
+        if len(texts) == 1 and len(value) == 1:
+            return next(iter(texts.values()))
+        if len(named) == 1:
+            return named[0]
+    return Cleaned(None, "JSON instead of text")
+
+
 def strip_code_fences(text: str) -> str:
     match = re.search(r"```[\w+#.-]*\n(.*?)(?:```|$)", text, re.DOTALL)
     return match.group(1).rstrip() if match else text
@@ -100,18 +151,31 @@ def clean_answer(
         return Cleaned(None, "refused")
     # the label may stand alone on the first line with the text below it
     text = _LABEL.sub("", text, count=1).lstrip()
-    if kind == "passage" and domain == "code":
+    code = kind == "passage" and domain == "code"
+    # a whole answer in JSON or markup: judged before the cut below, which could keep just `<html>`
+    if not code and _JSON_START.match(text):
+        unwrapped = _unwrap_json(text, kind)
+        if isinstance(unwrapped, Cleaned):
+            return unwrapped
+        text = _LABEL.sub("", unwrapped.replace("\r\n", "\n").strip(), count=1).lstrip()
+    if _is_markup(text, kind, domain):
+        return Cleaned(None, "markup instead of text")
+    if code:
         text = strip_code_fences(text).strip("\n")
     elif kind == "passage":
         text = re.split(r"\n\s*\n", text, maxsplit=1)[0]
         text = " ".join(line.strip() for line in text.split("\n") if line.strip())
     else:
         text = text.split("\n", 1)[0]
-    text = _strip_wrappers(text) if not (kind == "passage" and domain == "code") else text
+    text = _strip_wrappers(text) if not code else text
     if not text.strip():
         return Cleaned(None, "empty answer")
     if _REFUSAL.match(text):
         return Cleaned(None, "refused")
+    if not code and (_JSON_START.match(text) or (kind != "passage" and _JSON_KEY.search(text))):
+        return Cleaned(None, "JSON fragment instead of text")
+    if _is_markup(text, kind, domain):
+        return Cleaned(None, "markup instead of text")
     low, high, min_words = (bounds or DEFAULT_BOUNDS)[kind]
     if len(_WORD.findall(text)) < min_words or len(text) < low:
         return Cleaned(None, f"{kind} too short ({len(text)} characters)")

@@ -13,7 +13,9 @@ The pieces, from the bottom:
   official ``openai`` package), ``infembed.synth.local.TransformersBackend`` (offline trials) and
   ``infembed.synth.batchfile.BatchCollector`` (records requests for the Batch API instead of sending them).
 * :class:`LLMClient`: cache first, then the backend under a semaphore, retrying transient failures
-  (429, 5xx, timeouts, dropped connections) with exponential backoff and jitter, honouring ``Retry-After``.
+  (429, 5xx, timeouts, dropped connections, malformed bodies) with exponential backoff and jitter, honouring
+  ``Retry-After``. Only well-formed answers are cached. An endpoint that cannot be connected to at all is
+  retried ``connect_retries`` times only, then :class:`EndpointUnreachable` names its URL.
   :class:`UsageMeter` counts requests, cache hits, retries and tokens per stage.
 
 Example::
@@ -59,12 +61,29 @@ class TransientError(LLMError):
         self.retry_after = retry_after
 
 
+class ConnectFailed(TransientError):
+    """No connection could be made (refused, unknown host): retried briefly only (``connect_retries``)."""
+
+
 class EndpointError(LLMError):
     """The endpoint kept failing for one request after every retry."""
 
 
 class FatalEndpointError(LLMError):
     """The endpoint refuses all work (bad key, unknown model, wrong URL): retrying cannot help."""
+
+
+class EndpointUnreachable(FatalEndpointError):
+    """No connection to the endpoint after ``connect_retries`` quick retries; the message names the URL."""
+
+
+class MalformedResponse(ValueError):
+    """A completion body without a usable answer (no ``choices``, a choice that is not an object ...).
+    ``field`` names the part, e.g. ``choices[0].message``."""
+
+    def __init__(self, message: str, field: str = "") -> None:
+        super().__init__(message)
+        self.field = field
 
 
 class RequestRejected(LLMError):
@@ -184,22 +203,47 @@ class ChatResponse:
 
     @classmethod
     def from_completion(cls, completion: Any, request: ChatRequest | None = None) -> ChatResponse:
-        """From an OpenAI ``ChatCompletion`` object or its JSON dict (Batch API output lines)."""
-        data = completion if isinstance(completion, dict) else completion.model_dump()
-        choices = data.get("choices") or []
-        text, finish = "", None
-        if choices:
-            message = choices[0].get("message") or {}
-            text = message.get("content") or ""
-            finish = choices[0].get("finish_reason")
-        usage = data.get("usage") or {}
-        prompt_tokens = usage.get("prompt_tokens")
-        completion_tokens = usage.get("completion_tokens")
+        """From an OpenAI ``ChatCompletion`` object or its JSON dict (Batch API output lines).
+
+        Raises :class:`MalformedResponse` when the body holds no answer: no ``choices`` (an empty list
+        included: that is a broken response, not an empty answer), or a first choice without a ``message``
+        object whose ``content`` is a string or null. A null content is an empty answer.
+        """
+        data = completion
+        if hasattr(completion, "model_dump"):  # the SDK builds its objects without validating them
+            data = completion.model_dump(warnings=False)
+        if not isinstance(data, dict):
+            raise MalformedResponse(f"the body is a JSON {type(data).__name__}, not an object")
+        choices = data.get("choices")
+        if not isinstance(choices, list) or not choices:
+            raise MalformedResponse("no choices" if not choices else "'choices' is not a list", "choices")
+        choice = choices[0]
+        if not isinstance(choice, dict):
+            raise MalformedResponse("the first choice is not an object", "choices[0]")
+        message = choice.get("message")
+        if not isinstance(message, dict):
+            raise MalformedResponse("the first choice has no message object", "choices[0].message")
+        text = message.get("content")
+        if text is not None and not isinstance(text, str):
+            raise MalformedResponse("the message content is not text", "choices[0].message.content")
+        text = text or ""
+        finish = choice.get("finish_reason")
+        finish = finish if isinstance(finish, str) else None
+        usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
+        prompt_tokens = _count(usage.get("prompt_tokens"))
+        completion_tokens = _count(usage.get("completion_tokens"))
         if prompt_tokens is None:  # servers without usage: OpenAI's rule of thumb, ~4 characters a token
             prompt_tokens = estimate_tokens(" ".join(c for _, c in request.messages)) if request else 0
         if completion_tokens is None:
             completion_tokens = estimate_tokens(text)
-        return cls(text, int(prompt_tokens), int(completion_tokens), finish, str(data.get("model") or ""))
+        return cls(text, prompt_tokens, completion_tokens, finish, str(data.get("model") or ""))
+
+
+def _count(value: Any) -> int | None:
+    """A token count as reported, or None when it is missing or not a count (then it is estimated)."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0 or value != int(value):
+        return None
+    return int(value)
 
 
 def estimate_tokens(text: str) -> int:
@@ -314,17 +358,29 @@ class OpenAIBackend:
     ) -> None:
         import openai  # lazy: only runs that talk to an endpoint need it
 
+        if not timeout > 0:
+            raise ValueError(f"the timeout must be positive, not {timeout}")
         self._openai = openai
         self.base_url = base_url
-        # Local servers accept any key; the client insists on one.
+        self.timeout = timeout
+        # Local servers accept any key; the client insists on one. The client's timeout applies to each
+        # read of the socket; complete() adds the deadline for the whole request.
         self._client = openai.AsyncOpenAI(
             base_url=base_url, api_key=api_key or "not-needed", timeout=timeout, max_retries=0
         )
+        #: the endpoint as requests go to it (OpenAI's when no base_url is given)
+        self.url = str(self._client.base_url).rstrip("/")
 
     async def complete(self, request: ChatRequest) -> ChatResponse:
+        """One request, answered in full within ``timeout`` seconds (a server that trickles its answer
+        byte by byte times out too), or one of this module's errors."""
         openai = self._openai
         try:
-            completion = await self._client.chat.completions.create(**request.body())
+            completion = await asyncio.wait_for(
+                self._client.chat.completions.create(**request.body()), self.timeout
+            )
+        except asyncio.TimeoutError:  # the builtin TimeoutError from Python 3.11 on
+            raise TransientError(f"request timed out (no full answer within {self.timeout:g} s)") from None
         except (openai.AuthenticationError, openai.PermissionDeniedError, openai.NotFoundError) as error:
             raise FatalEndpointError(f"{error.status_code}: {_error_text(error)}") from None
         except (openai.BadRequestError, openai.UnprocessableEntityError) as error:
@@ -333,19 +389,29 @@ class OpenAIBackend:
             retry_after = _retry_after(error.response.headers.get("retry-after"))
             raise TransientError(f"HTTP {error.status_code}: {_error_text(error)}", retry_after) from None
         except openai.APITimeoutError:
-            raise TransientError("request timed out") from None
+            raise TransientError(f"request timed out (after {self.timeout:g} s)") from None
         except openai.APIConnectionError as error:
+            if _is_connect_error(error.__cause__):  # nothing listens there, or no such host
+                raise ConnectFailed(
+                    f"cannot connect to {self.url} ({error.__cause__}; is a server running there?)"
+                ) from None
             raise TransientError(f"connection failed: {error}") from None
         except openai.APIResponseValidationError as error:
             raise TransientError(f"malformed response: {error}") from None
         except (ValueError, TypeError) as error:  # e.g. a 200 whose body is not JSON
             raise TransientError(f"malformed response: {error}") from None
-        if not isinstance(getattr(completion, "choices", None), list):
-            raise TransientError("malformed response: no choices")
-        return ChatResponse.from_completion(completion, request)
+        try:
+            return ChatResponse.from_completion(completion, request)
+        except MalformedResponse as error:  # e.g. "choices": []: retried, never cached
+            raise TransientError(f"malformed response: {error}") from None
 
     async def aclose(self) -> None:
         await self._client.close()
+
+
+def _is_connect_error(error: BaseException | None) -> bool:
+    """No connection was made at all: httpx's ``ConnectError`` (by name: the SDK may ship its own httpx)."""
+    return error is not None and any(k.__name__ == "ConnectError" for k in type(error).__mro__)
 
 
 def _error_text(error: Any) -> str:
@@ -375,6 +441,8 @@ class LLMClient:
         cache: where answers are kept; ``None`` disables caching.
         concurrency: requests in flight at most.
         max_retries: retries of a transient failure before :class:`EndpointError`.
+        connect_retries: retries when no connection can be made at all (before
+            :class:`EndpointUnreachable`): a server that is not running fails the run in seconds.
         backoff_base / backoff_max: the n-th retry waits ``d/2 + uniform(0, d/2)`` seconds with
             ``d = min(backoff_max, backoff_base * 2**n)``, or the server's ``Retry-After`` if longer.
     """
@@ -390,6 +458,7 @@ class LLMClient:
         backoff_max: float = 60.0,
         meter: UsageMeter | None = None,
         seed: int | None = None,
+        connect_retries: int = 2,
     ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
@@ -399,6 +468,7 @@ class LLMClient:
         self.cache = cache
         self.concurrency = concurrency
         self.max_retries = max_retries
+        self.connect_retries = min(connect_retries, max_retries)
         self.backoff_base = backoff_base
         self.backoff_max = backoff_max
         self.meter = meter or UsageMeter()
@@ -426,11 +496,21 @@ class LLMClient:
             self._semaphore, self._loop = asyncio.Semaphore(self.concurrency), loop
         async with self._semaphore:
             last = ""
+            connect_failures = 0
             for retry in range(self.max_retries + 1):
                 if retry:
                     usage.retries += 1
                 try:
                     response = await self.backend.complete(request)
+                except ConnectFailed as error:
+                    connect_failures += 1
+                    if connect_failures > self.connect_retries:
+                        usage.failures += 1
+                        raise EndpointUnreachable(str(error)) from None
+                    last = str(error)
+                    if retry < self.max_retries:
+                        await asyncio.sleep(self._delay(retry, None))
+                    continue
                 except TransientError as error:
                     last = str(error)
                     if retry < self.max_retries:

@@ -16,8 +16,9 @@ Reliability. A row's outcome at a stage is ONE appended, fsynced line, either in
 skips every row and stage already done, and redoes only what is missing, with answers already received
 coming from the response cache; so a run killed with SIGKILL and started again ends with no duplicate and
 no missing row. When the endpoint keeps failing (``max_consecutive_failures`` requests in a row fail after
-all their retries) or refuses all work (bad key, unknown model), the run stops, still writes ``train.jsonl``
-and ``summary.json`` from what is done, and raises :class:`SynthAborted` with a message saying what failed.
+all their retries), refuses all work (bad key, unknown model) or cannot be connected to (the message names
+its URL), the run stops, still writes ``train.jsonl`` and ``summary.json`` from what is done, and raises
+:class:`SynthAborted` with a message saying what failed.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from infembed.synth.inputs import SeedData, SeedPair
 from infembed.synth.llm import (
     Deferred,
     EndpointError,
+    EndpointUnreachable,
     FatalEndpointError,
     LLMClient,
     Sampling,
@@ -329,7 +331,10 @@ class Pipeline:
             except FatalEndpointError as error:
                 outcome = "failed"
                 if not stop.is_set():
-                    self._abort_reason = f"the endpoint refused the work: {error}"
+                    if isinstance(error, EndpointUnreachable):  # it says which URL and why
+                        self._abort_reason = str(error)
+                    else:
+                        self._abort_reason = f"the endpoint refused the work: {error}"
                     stop.set()
             except Exception:
                 stop.set()  # a bug or bad data: stop the other rows too, the error is raised by run()
