@@ -61,10 +61,10 @@ def train_peer(data: list[str], output: Path, args: argparse.Namespace, seed: in
     from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
     from sentence_transformers.sentence_transformer.training_args import SentenceTransformerTrainingArguments
 
-    from infembed.data.batching import iter_batches
     from infembed.data.formats import read_triplets
     from infembed.model.retriever import default_model_path
     from infembed.templates import DEFAULT_TEMPLATE, join
+    from infembed.train.batching import iter_batches
 
     rows = [row for path in data for row in read_triplets(path)][: args.limit]
     anchors: list[str] = []

@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from infembed.data.batching import text_id
+from infembed.data.records import text_id
 
 __all__ = [
     "NEGATIVE_SETS",

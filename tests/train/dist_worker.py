@@ -69,7 +69,7 @@ def make_trainer(config, rows, *, eval_mode: bool = True):
 
 def rank_batch(rows, config, world_size: int, rank: int):
     """The first batch of epoch 0 as rank ``rank`` of ``world_size`` sees it."""
-    from infembed.data.batching import iter_batches
+    from infembed.train.batching import iter_batches
 
     return next(
         iter_batches(

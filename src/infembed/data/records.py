@@ -4,10 +4,13 @@
   and the two negative passages). It yields three (instruction, query) -> passage pairs.
 * :class:`Pair`: one (instruction, query) -> passage training pair with a role tag.
 * :class:`Benchmark`: a corpus, queries with an original and (optionally) a changed instruction, and qrels.
+* :func:`text_id`: the stable identity of a text, the same in every process (training batches carry it so the
+  loss can mask negatives identical to the positive, across devices too).
 """
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -132,3 +135,8 @@ class Benchmark:
             "main_score": self.main_score,
             "main_score_source": self.main_score_source,
         }
+
+
+def text_id(text: str) -> int:
+    """A stable 63-bit identity of a text (equal text <=> equal id, up to hash collisions of ~2^-63)."""
+    return int.from_bytes(hashlib.blake2b(text.encode("utf-8"), digest_size=8).digest(), "little") >> 1

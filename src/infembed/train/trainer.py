@@ -29,13 +29,13 @@ from typing import Any
 import numpy as np
 import torch
 
-from infembed.data.batching import TrainingBatch, batches_per_epoch, iter_batches
 from infembed.data.jsonl import JsonlAppender, write_json
 from infembed.data.records import Triplet
 from infembed.losses import EmbeddedBatch, InFEmbedLoss
 from infembed.model import InFEmbed, ModelConfig
 from infembed.train import distributed as dist_utils
 from infembed.train import outputs
+from infembed.train.batching import TrainingBatch, batches_per_epoch, iter_batches
 from infembed.train.config import TrainConfig
 
 

@@ -9,19 +9,13 @@ which the loss uses to mask "negatives" identical to the positive.
 
 from __future__ import annotations
 
-import hashlib
 import random
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 import torch
 
-from infembed.data.records import Pair, Triplet
-
-
-def text_id(text: str) -> int:
-    """A stable 63-bit identity of a text (equal text <=> equal id, up to hash collisions of ~2^-63)."""
-    return int.from_bytes(hashlib.blake2b(text.encode("utf-8"), digest_size=8).digest(), "little") >> 1
+from infembed.data.records import Pair, Triplet, text_id
 
 
 @dataclass
