@@ -327,13 +327,6 @@ FILE_CASES: list[tuple[str, str, tuple[str, ...], Callable[[Path], object], list
         _mteb_queries,
         ["queries.jsonl", "line 2", "field '_id'", "ends in neither '-og' nor '-changed'"],
     ),
-    (
-        "FlagEmbedding row without positives",
-        "train.jsonl",
-        ('{"query": "q", "pos": [], "neg": ["n"], "prompt": "p"}',),
-        hub.read_flagembedding_pairs,
-        ["train.jsonl", "line 1", "field 'pos'", "no positive passage"],
-    ),
 ]
 
 

@@ -516,25 +516,3 @@ def test_inf_ir_real_sample():
     assert len(rows) == 471
     assert all(r.document_positive and r.hard_negative_document_2 for r in rows)
     assert len(hub.load_inf_ir(path, limit=5)) == 5
-
-
-# ------------------------------------------------------------------------------------------ FlagEmbedding
-
-
-def test_flagembedding_rows_become_positive_pairs():
-    pairs = hub.read_flagembedding_pairs(FIXTURES / "flagembedding_rows.jsonl")
-    assert [(p.query, p.role) for p in pairs] == [
-        ("what is the capital of australia", "pos"),
-        ("boiling point of water", "pos"),
-        ("boiling point of water", "pos"),
-    ]
-    assert (
-        pairs[0].instruction == "Given a web search query, retrieve relevant passages that answer the query."
-    )
-    assert (
-        pairs[2].passage == "At 1 atm, water boils at 212 F."
-        and pairs[2].row_id == "flagembedding_rows.jsonl:2"
-    )
-    real = DATA_DIR / "raw" / "flagembedding-example-msmarco.jsonl"
-    if real.exists():
-        assert len(hub.read_flagembedding_pairs(real)) >= 10

@@ -61,10 +61,9 @@ Schemas, and where they were settled (hub dataset cards and the loaders that rea
   accepted. The data set has no ``train`` split (the reference code reads ``["msmarco"]``): name one as
   ``NAME:SPLIT``, or every split is read.
 
-Two local readers for files in these schemas are here too: :func:`load_bright_topics` (BRIGHT examples as
+A local reader for files in one of these schemas is here too: :func:`load_bright_topics` (BRIGHT examples as
 JSONL, e.g. anserini's ``topics.bright-earth-science-original.jsonl.gz``, with or without TREC qrels and
-documents)
-and :func:`read_flagembedding_pairs` (FlagEmbedding's ``{query, pos, neg, prompt}`` fine-tuning rows).
+documents).
 
 Example::
 
@@ -86,7 +85,7 @@ from typing import Any
 
 from infembed.data.errors import DataError
 from infembed.data.jsonl import id_text, iter_jsonl, require_str
-from infembed.data.records import TRIPLET_FIELDS, Benchmark, Document, InstructionQuery, Pair, Triplet
+from infembed.data.records import TRIPLET_FIELDS, Benchmark, Document, InstructionQuery, Triplet
 
 logger = logging.getLogger(__name__)
 
@@ -1306,37 +1305,6 @@ def _inf_ir_from_hub(repo: str, split: str | None, limit: int | None) -> list[Tr
     return rows
 
 
-# --------------------------------------------------------------------------------------------- FlagEmbedding
-
-
-def read_flagembedding_pairs(path: str | Path, limit: int | None = None) -> list[Pair]:
-    """FlagEmbedding fine-tuning rows ``{query, pos: [...], neg: [...], prompt}`` as (instruction, query) ->
-    passage pairs: one :class:`Pair` per positive, with ``prompt`` as the instruction (empty when absent).
-
-    The ``neg`` passages are read, checked and dropped: a :class:`Pair` is an anchor with its own positive,
-    and a FlagEmbedding negative has no anchor of its own. Nor can they stand in for InF-IR's siblings: the
-    ``prompt`` is one task description shared by every row, not a per-query instruction, so there is no
-    instruction negative (I-, Q+) or query negative (I+, Q-) to pair them with. They could only serve as extra
-    passages in the batch, which the trainer's in-batch negatives already provide.
-    """
-    table = Rows.from_jsonl(path)
-    pairs: list[Pair] = []
-    for line, row in table:
-        if limit is not None and len(pairs) >= limit:
-            break
-        query = _text(row, ("query",), table, line, allow_empty=False)
-        positives = _string_list(row, "pos", table, line, required=True)
-        if not positives:
-            raise DataError("no positive passage", table.source, line, "pos")
-        _string_list(row, "neg", table, line, required=False)
-        prompt = _text(row, ("prompt",), table, line, allow_empty=True) if "prompt" in row else ""
-        row_id = str(row["id"]) if row.get("id") is not None else f"{Path(path).name}:{line}"
-        pairs.extend(Pair(prompt, query, passage, "pos", row_id) for passage in positives)
-    if not pairs:
-        raise DataError("no rows", table.source)
-    return pairs[:limit] if limit is not None else pairs
-
-
 __all__ = [
     "BRIGHT_DOMAINS",
     "BRIGHT_LONG_DOMAINS",
@@ -1357,6 +1325,5 @@ __all__ = [
     "load_mair_task",
     "load_named_benchmark",
     "mair_from_rows",
-    "read_flagembedding_pairs",
     "triplets_from_rows",
 ]
