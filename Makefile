@@ -8,7 +8,7 @@ export INFEMBED_DATA_DIR ?= $(abspath ../shared/data)
 export HF_HUB_OFFLINE ?= 1
 export TOKENIZERS_PARALLELISM ?= false
 
-.PHONY: install demo demo-quick test test-fast lint bench clean
+.PHONY: install demo demo-quick test test-fast test-llm lint bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -32,6 +32,13 @@ test: $(STAMP)
 	$(BIN)/ruff check src tests bench
 	$(BIN)/python -m pytest -q -m "not slow"
 	$(BIN)/python -m pytest -q -m slow || [ $$? -eq 5 ]  # 5 = no slow test selected
+
+# Synthesis against a real LLM server: llama.cpp's OpenAI-compatible server serving SmolLM2-135M (tests marked
+# llm; `make test` skips them when llama-cpp-python is missing). The first install compiles llama.cpp (~6 min
+# on 2 cores; pip caches the wheel); GGML_NATIVE=OFF builds for any x86-64 CPU, not just this one.
+test-llm: $(STAMP)
+	CMAKE_ARGS="-DGGML_NATIVE=OFF" $(BIN)/python -m pip install --quiet -e ".[llm-server]"
+	$(BIN)/python -m pytest -q -s -m llm
 
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not slow" -x

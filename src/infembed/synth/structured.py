@@ -102,6 +102,8 @@ def unwrap(text: str, label: str) -> str:
     value = obj.get(_key(label))
     if isinstance(value, bool) or not isinstance(value, str | int | float):
         return text
+    if isinstance(value, str) and re.fullmatch(r"\s*<[^<>]*>\s*", value):
+        return f"{label}: "  # the prompt's placeholder copied back (small models do): an empty answer
     return f"{label}: {value}"
 
 
