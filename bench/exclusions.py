@@ -42,7 +42,7 @@ def main() -> None:
 
     import torch
 
-    from infembed.data.formats import load_benchmark
+    from infembed.data.benchmarks import load_benchmark
     from infembed.search import Index
 
     torch.set_num_threads(1)

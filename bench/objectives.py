@@ -61,7 +61,7 @@ def train_peer(data: list[str], output: Path, args: argparse.Namespace, seed: in
     from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
     from sentence_transformers.sentence_transformer.training_args import SentenceTransformerTrainingArguments
 
-    from infembed.data.formats import read_triplets
+    from infembed.data.inf_ir import read_triplets
     from infembed.model.retriever import default_model_path
     from infembed.templates import DEFAULT_TEMPLATE, join
     from infembed.train.batching import iter_batches
@@ -122,7 +122,7 @@ def main() -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from infembed.data.formats import load_benchmark
+    from infembed.data.benchmarks import load_benchmark
     from infembed.data.jsonl import write_json
     from infembed.evaluate.retrievers import DenseRetriever
     from infembed.evaluate.runner import evaluate

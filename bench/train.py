@@ -36,10 +36,10 @@ os.environ.setdefault("TQDM_DISABLE", "1")
 
 import torch  # noqa: E402
 
-from infembed.train.batching import iter_batches  # noqa: E402
-from infembed.data.formats import read_triplets  # noqa: E402
+from infembed.data.inf_ir import read_triplets  # noqa: E402
 from infembed.model import default_model_path  # noqa: E402
 from infembed.templates import DEFAULT_TEMPLATE, join  # noqa: E402
+from infembed.train.batching import iter_batches  # noqa: E402
 from infembed.train.config import TrainConfig  # noqa: E402
 from infembed.train.trainer import Trainer, build_model  # noqa: E402
 

@@ -12,9 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from infembed.data import formats, hub
+from infembed.data import benchmarks, formats, inf_ir
+from infembed.data.benchmarks import bright, followir, local, mair
 from infembed.data.errors import DataError
-from infembed.data.hub import Rows
+from infembed.data.rows import Rows
 
 FIXTURES = Path(__file__).parent / "fixtures"
 BENCH = FIXTURES / "instruction_bench"
@@ -122,7 +123,11 @@ DIR_CASES = [
     ),
     (
         "empty changed instruction",
-        {"queries_jsonl": lines(QUERIES[0].replace('"Documents on flutter of swept wings only."', '""'), QUERIES[1])},
+        {
+            "queries_jsonl": lines(
+                QUERIES[0].replace('"Documents on flutter of swept wings only."', '""'), QUERIES[1]
+            )
+        },
         ["queries.jsonl", "field 'instruction_changed'", "'q1'", "is empty"],
     ),
     (
@@ -132,7 +137,11 @@ DIR_CASES = [
     ),
     (
         "query text given as a number",
-        {"queries_jsonl": lines(QUERIES[0], '{"_id": "q2", "text": 42, "instruction_og": "o", "instruction_changed": "c"}')},
+        {
+            "queries_jsonl": lines(
+                QUERIES[0], '{"_id": "q2", "text": 42, "instruction_og": "o", "instruction_changed": "c"}'
+            )
+        },
         ["queries.jsonl", "line 2", "field 'text'", "expected a string, got int 42"],
     ),
     (
@@ -147,7 +156,13 @@ DIR_CASES = [
     ),
     (
         "control character inside a string",
-        {"corpus_jsonl": lines(CORPUS[0], '{"_id": "d2", "title": "", "text": "a\u0001b"}'.replace("\\u0001", "\x01"), CORPUS[2])},
+        {
+            "corpus_jsonl": lines(
+                CORPUS[0],
+                '{"_id": "d2", "title": "", "text": "a\u0001b"}'.replace("\\u0001", "\x01"),
+                CORPUS[2],
+            )
+        },
         ["corpus.jsonl", "line 2", "Invalid control character at column"],
     ),
     (
@@ -164,7 +179,7 @@ DIR_CASES = [
 def test_instruction_dir_errors_name_file_line_field(tmp_path, files, expected):
     root = bench_dir(tmp_path, **files)
     with pytest.raises(DataError) as caught:
-        formats.load_benchmark(root)
+        benchmarks.load_benchmark(root)
     message = str(caught.value)
     for fragment in expected:
         assert fragment in message, (fragment, message)
@@ -190,18 +205,18 @@ QRELS_OK = '{"query-id": "301", "corpus-id": "FBIS3-1", "score": 2.0}'
 
 
 def _bright(path: Path):
-    return hub.bright_from_rows(
+    return bright.bright_from_rows(
         Rows.from_jsonl(FIXTURES / "bright/documents.jsonl"), Rows.from_jsonl(path), domain="biology"
     )
 
 
 def _mair(path: Path):
-    return hub.mair_from_rows(Rows.from_jsonl(path), Rows.from_jsonl(FIXTURES / "mair/SciFact.docs.jsonl"))
+    return mair.mair_from_rows(Rows.from_jsonl(path), Rows.from_jsonl(FIXTURES / "mair/SciFact.docs.jsonl"))
 
 
 def _followir_qrels(path: Path):
     root = FIXTURES / "followir_hub"
-    return hub.followir_from_rows(
+    return followir.followir_from_rows(
         Rows.from_jsonl(root / "corpus.jsonl"),
         Rows.from_jsonl(root / "queries.jsonl"),
         Rows.from_jsonl(path),
@@ -211,7 +226,7 @@ def _followir_qrels(path: Path):
 
 def _followir_corpus(path: Path):
     root = FIXTURES / "followir_hub"
-    return hub.followir_from_rows(
+    return followir.followir_from_rows(
         Rows.from_jsonl(path),
         Rows.from_jsonl(root / "queries.jsonl"),
         Rows.from_jsonl(root / "qrels_og/test.jsonl"),
@@ -221,7 +236,7 @@ def _followir_corpus(path: Path):
 
 def _mteb_queries(path: Path):
     root = FIXTURES / "followir_mteb"
-    return hub.followir_from_mteb_rows(
+    return followir.followir_from_mteb_rows(
         Rows.from_jsonl(root / "corpus.jsonl"),
         Rows.from_jsonl(path),
         Rows.from_jsonl(root / "default.jsonl"),
@@ -235,21 +250,21 @@ FILE_CASES: list[tuple[str, str, tuple[str, ...], Callable[[Path], object], list
         "InF-IR row missing a field",
         "rows.jsonl",
         (_triplet_line(), _triplet_line(instruction_negative=None)),
-        formats.read_triplets,
+        inf_ir.read_triplets,
         ["rows.jsonl", "line 2", "field 'instruction_negative'", "missing"],
     ),
     (
         "InF-IR row with a list for text",
         "rows.jsonl",
         (_triplet_line(), "", _triplet_line(query_positive=["a", "b"])),
-        formats.read_triplets,
+        inf_ir.read_triplets,
         ["rows.jsonl", "line 3", "field 'query_positive'", "expected a string, got list"],
     ),
     (
         "InF-IR hub row missing a field",
         "hub_rows.jsonl",
         (_triplet_line(hard_negative_document_2=None),),
-        lambda path: hub.triplets_from_rows(Rows.from_jsonl(path)),
+        lambda path: inf_ir.triplets_from_rows(Rows.from_jsonl(path)),
         ["hub_rows.jsonl", "line 1", "field 'hard_negative_document_2'"],
     ),
     (
@@ -344,7 +359,7 @@ def test_file_errors_name_file_line_field(tmp_path, name, rows, reader, expected
 
 def test_hub_rows_without_a_file_are_numbered_from_one():
     with pytest.raises(DataError) as caught:
-        hub.mair_from_rows(
+        mair.mair_from_rows(
             [
                 {"qid": "1", "instruction": "", "query": "q", "labels": [{"id": "d"}]},
                 {"qid": "2", "instruction": "i"},
@@ -356,16 +371,16 @@ def test_hub_rows_without_a_file_are_numbered_from_one():
 
 def test_missing_dir_and_unknown_name():
     with pytest.raises(DataError, match="missing qrels/dev.tsv"):
-        formats.load_beir(FIXTURES / "beir", split="dev")
+        local.load_beir(FIXTURES / "beir", split="dev")
     with pytest.raises(DataError) as caught:
-        formats.load_benchmark("bright/zoology")
+        benchmarks.load_benchmark("bright/zoology")
     assert "bright/<domain> with domain one of biology" in str(caught.value)
 
 
 def test_control_character_message_says_at_once(tmp_path):
     root = bench_dir(tmp_path, corpus_jsonl=lines(CORPUS[0], '{"_id": "d2", "text": "a\x01b"}'))
     with pytest.raises(DataError) as caught:
-        formats.load_benchmark(root)
+        benchmarks.load_benchmark(root)
     assert "at at" not in str(caught.value)
 
 
@@ -374,7 +389,7 @@ def test_bytes_that_are_not_utf8_name_file_line_and_column(tmp_path):
     with open(root / "corpus.jsonl", "ab") as handle:
         handle.write(b'{"_id": "d9", "text": "caf\xe9"}\n')
     with pytest.raises(DataError) as caught:
-        formats.load_benchmark(root)
+        benchmarks.load_benchmark(root)
     message = str(caught.value)
     assert "corpus.jsonl" in message and "line 4" in message and "not valid UTF-8" in message
     assert "byte 0xe9 at column 27" in message
@@ -385,31 +400,35 @@ def test_utf8_byte_order_mark_is_accepted(tmp_path):
     for name in ("corpus.jsonl", "queries.jsonl", "qrels_og.tsv"):
         path = root / name
         path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
-    bench = formats.load_benchmark(root)
+    bench = benchmarks.load_benchmark(root)
     assert set(bench.corpus) == {"d1", "d2", "d3"} and set(bench.queries) == {"q1", "q2"}
-    assert bench.qrels_og == formats.load_benchmark(BENCH).qrels_og
+    assert bench.qrels_og == benchmarks.load_benchmark(BENCH).qrels_og
 
 
 def test_integral_float_ids_are_the_integer_id(tmp_path):
     """pandas-backed exports write integer ids as 4.0; the id must match the qrels' "4", not become "4.0"."""
     root = bench_dir(
         tmp_path,
-        corpus_jsonl=lines(CORPUS[0], '{"_id": 4.0, "title": "", "text": "Boundary layer transition."}', CORPUS[2]),
+        corpus_jsonl=lines(
+            CORPUS[0], '{"_id": 4.0, "title": "", "text": "Boundary layer transition."}', CORPUS[2]
+        ),
         qrels_og_tsv="query-id\tcorpus-id\tscore\nq1\td1\t1\nq1\t4\t1\n",
     )
-    bench = formats.load_benchmark(root)
+    bench = benchmarks.load_benchmark(root)
     assert "4" in bench.corpus and "4.0" not in bench.corpus
 
 
 def test_judged_documents_missing_from_the_corpus_are_counted_in_a_warning(tmp_path, caplog):
-    root = bench_dir(tmp_path, qrels_og_tsv="query-id\tcorpus-id\tscore\nq1\td1\t1\nq1\tgone1\t1\nq2\tgone2\t0\n")
+    root = bench_dir(
+        tmp_path, qrels_og_tsv="query-id\tcorpus-id\tscore\nq1\td1\t1\nq1\tgone1\t1\nq2\tgone2\t0\n"
+    )
     with caplog.at_level("WARNING"):
-        formats.load_benchmark(root)
+        benchmarks.load_benchmark(root)
     warned = [r.getMessage() for r in caplog.records if "not in corpus.jsonl" in r.getMessage()]
     assert len(warned) == 1 and "qrels_og.tsv: 2 judged document(s)" in warned[0], caplog.text
 
 
 def test_a_negative_row_limit_is_refused():
     with pytest.raises(ValueError, match="limit"):
-        formats.read_triplets(FIXTURES / "inf_ir_rows.jsonl", limit=-1)
-    assert len(formats.read_triplets(FIXTURES / "inf_ir_rows.jsonl", limit=1)) == 1
+        inf_ir.read_triplets(FIXTURES / "inf_ir_rows.jsonl", limit=-1)
+    assert len(inf_ir.read_triplets(FIXTURES / "inf_ir_rows.jsonl", limit=1)) == 1

@@ -1,4 +1,5 @@
-"""Local formats (infembed.data.formats): instruction benchmark dirs, BEIR dirs, TREC qrels and runs, InF-IR rows.
+"""Local formats (infembed.data.formats, infembed.data.benchmarks.local, infembed.data.inf_ir): instruction
+benchmark dirs, BEIR dirs, TREC qrels and runs, InF-IR rows.
 
 Invariant: every reader gives back exactly what a writer wrote (save_benchmark / load_instruction_benchmark,
 write_trec_run / read_trec_run, write_triplets / read_triplets), and the shared dev data reads with its
@@ -12,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from infembed.data import formats, hub
-from infembed.data.hub import Rows
+from infembed.data import benchmarks, formats, inf_ir
+from infembed.data.benchmarks import bright, local
+from infembed.data.rows import Rows
 
 FIXTURES = Path(__file__).parent / "fixtures"
 DATA_DIR = Path(os.environ.get("INFEMBED_DATA_DIR", Path(__file__).resolve().parents[3] / "shared" / "data"))
@@ -27,7 +29,7 @@ def shared(*parts: str) -> Path:
 
 
 def test_instruction_benchmark_dir_fixture():
-    bench = formats.load_benchmark(FIXTURES / "instruction_bench")
+    bench = benchmarks.load_benchmark(FIXTURES / "instruction_bench")
     assert bench.name == "instruction_bench" and bench.main_score == "map_at_1000"
     assert bench.qrels_og == {"q1": {"d1": 1, "d2": 1}, "q2": {"d3": 2}}
     assert bench.qrels_changed == {"q1": {"d1": 1}, "q2": {"d3": 2}}
@@ -38,7 +40,7 @@ def test_instruction_benchmark_dir_fixture():
 
 
 def test_cranfield_dev_benchmark_counts():
-    bench = formats.load_benchmark(shared("followir-cranfield"))
+    bench = benchmarks.load_benchmark(shared("followir-cranfield"))
     summary = bench.summary()
     assert (summary["documents"], summary["queries"]) == (1400, 40)
     assert (summary["qrels_og"], summary["qrels_changed"]) == (274, 141)
@@ -47,37 +49,37 @@ def test_cranfield_dev_benchmark_counts():
 
 
 def test_save_and_load_round_trip(tmp_path):
-    bench = formats.load_instruction_benchmark(FIXTURES / "instruction_bench")
+    bench = local.load_instruction_benchmark(FIXTURES / "instruction_bench")
     bench.excluded = {"q1": ["d3"]}
     bench.main_score = "ndcg_at_5"
-    formats.save_benchmark(bench, tmp_path / "copy")
-    again = formats.load_instruction_benchmark(tmp_path / "copy")
+    local.save_benchmark(bench, tmp_path / "copy")
+    again = local.load_instruction_benchmark(tmp_path / "copy")
     for field in ("corpus", "queries", "qrels_og", "qrels_changed", "top_ranked", "excluded", "main_score"):
         assert getattr(again, field) == getattr(bench, field), field
 
 
 def test_hub_benchmark_saved_as_a_local_dir(tmp_path):
     """A hub benchmark written once with save_benchmark reads back offline, BRIGHT's exclusions included."""
-    bench = hub.bright_from_rows(
+    bench = bright.bright_from_rows(
         Rows.from_jsonl(FIXTURES / "bright/documents.jsonl"),
         Rows.from_jsonl(FIXTURES / "bright/examples.jsonl"),
         domain="biology",
     )
-    formats.save_benchmark(bench, tmp_path / "bright-biology")
-    again = formats.load_benchmark(tmp_path / "bright-biology")
+    local.save_benchmark(bench, tmp_path / "bright-biology")
+    again = benchmarks.load_benchmark(tmp_path / "bright-biology")
     assert again.excluded == bench.excluded and again.qrels_og == bench.qrels_og
     assert again.main_score == "ndcg_at_10" and again.qrels_changed is None and not again.has_changed
 
 
 def test_beir_dir_keeps_the_split_queries():
-    bench = formats.load_benchmark(FIXTURES / "beir")
+    bench = benchmarks.load_benchmark(FIXTURES / "beir")
     assert set(bench.queries) == {"t1", "t2"}  # train-9 has no test judgments (BEIR filters it too)
     assert bench.queries["t2"].instruction_og == "Answer with a river name."
     assert bench.qrels_og == {"t1": {"p1": 1}, "t2": {"p2": 1}} and bench.main_score == "ndcg_at_10"
 
 
 def test_beir_dir_real_seed_set():
-    seed = formats.load_beir(shared("raw", "msmarco-instructir-seed"))
+    seed = local.load_beir(shared("raw", "msmarco-instructir-seed"))
     assert len(seed.queries) == 1743 and all(len(docs) >= 1 for docs in seed.qrels_og.values())
 
 
@@ -97,14 +99,14 @@ def test_trec_qrels_and_run_round_trip(tmp_path):
 
 
 def test_inf_ir_rows_local(tmp_path):
-    rows = formats.read_triplets(FIXTURES / "inf_ir_rows.jsonl")
+    rows = inf_ir.read_triplets(FIXTURES / "inf_ir_rows.jsonl")
     assert rows[1].document_positive.startswith("Adult house cats")  # `document` alias
     assert rows[0].to_dict()["id"] == "r1"
-    formats.write_triplets(tmp_path / "rows.jsonl", rows)
-    assert formats.read_triplets(tmp_path / "rows.jsonl") == rows
-    assert formats.read_triplets(FIXTURES / "inf_ir_rows.jsonl", limit=0) == []
+    inf_ir.write_triplets(tmp_path / "rows.jsonl", rows)
+    assert inf_ir.read_triplets(tmp_path / "rows.jsonl") == rows
+    assert inf_ir.read_triplets(FIXTURES / "inf_ir_rows.jsonl", limit=0) == []
 
 
 def test_inf_ir_real_sample_dir():
-    sample = formats.read_triplets(shared("inf-ir-msmarco-sample"))
+    sample = inf_ir.read_triplets(shared("inf-ir-msmarco-sample"))
     assert len(sample) == 471 and sample[0].query_id is not None

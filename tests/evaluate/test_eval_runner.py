@@ -27,7 +27,7 @@ from types import SimpleNamespace
 import pytest
 from tiny_benchmark import CORPUS, QRELS_CHANGED, QRELS_OG
 
-from infembed.data.formats import load_benchmark
+from infembed.data.benchmarks import load_benchmark
 from infembed.data.records import Document
 from infembed.evaluate.metrics import p_mrr, remove_excluded, trec_scores
 from infembed.evaluate.retrievers import BM25Retriever, DenseRetriever

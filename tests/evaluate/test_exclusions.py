@@ -17,7 +17,8 @@ import pytest
 from test_eval_cli import infembed
 from tiny_benchmark import write_benchmark
 
-from infembed.data.formats import load_benchmark, read_triplets
+from infembed.data.benchmarks import load_benchmark
+from infembed.data.inf_ir import read_triplets
 from infembed.data.records import Document
 from infembed.evaluate.retrievers import BM25Retriever, DenseRetriever
 from infembed.evaluate.runner import evaluate

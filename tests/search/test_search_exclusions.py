@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from infembed.data.formats import load_benchmark
+from infembed.data.benchmarks import load_benchmark
 from infembed.evaluate.retrievers import BM25Retriever
 from infembed.search import Index
 

@@ -16,8 +16,8 @@ from typer.testing import CliRunner
 from infembed.cli import app as root_app
 from infembed.cli import evaluate as _evaluate  # noqa: F401  (registers "infembed eval")
 from infembed.cli.synth import app
+from infembed.data.benchmarks import load_benchmark
 from infembed.data.errors import DataError
-from infembed.data.formats import load_benchmark
 from infembed.data.jsonl import read_jsonl
 from infembed.data.smart import load_smart
 from infembed.synth import structured

@@ -42,7 +42,7 @@ def test_beir_dir_with_several_positives_and_zero_scores(tmp_path):
 
 def test_beir_dir_gives_synthesis_the_passages_evaluation_scores(tmp_path):
     """One rule for title + text: synthesis reads a BEIR dir's passages exactly as evaluation embeds them."""
-    from infembed.data.formats import load_beir
+    from infembed.data.benchmarks.local import load_beir
 
     root = _beir(tmp_path, "query-id\tcorpus-id\tscore\nq1\td1\t1\nq2\td2\t1\n")
     seed = read_beir_dir(root)

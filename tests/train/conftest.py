@@ -30,7 +30,7 @@ def rows_path() -> Path:
 @pytest.fixture(scope="session")
 def rows(rows_path):
     """16 InF-IR rows (each gives three sibling pairs)."""
-    from infembed.data.formats import read_triplets
+    from infembed.data.inf_ir import read_triplets
 
     return read_triplets(rows_path)
 

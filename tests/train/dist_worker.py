@@ -110,7 +110,7 @@ def step_result(trainer, batch) -> dict[str, Any]:
 
 
 def main(argv: list[str]) -> None:
-    from infembed.data.formats import read_triplets
+    from infembed.data.inf_ir import read_triplets
     from infembed.train import distributed
 
     rows_path, out_dir, settings_json = argv

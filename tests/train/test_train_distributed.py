@@ -35,7 +35,7 @@ def _free_port() -> int:
 
 @pytest.fixture(scope="module")
 def torchrun_results(rows, tmp_path_factory):
-    from infembed.data.formats import write_triplets
+    from infembed.data.inf_ir import write_triplets
 
     tmp = tmp_path_factory.mktemp("torchrun")
     rows_file = tmp / "rows.jsonl"

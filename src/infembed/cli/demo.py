@@ -21,7 +21,7 @@ def demo_command(
     """Evaluate BM25 and the base MiniLM on the Cranfield dev benchmarks, train InF-Embed (multivariate P,I) on
     the shared InF-IR sample, evaluate the trained model, each plain and with exclusion-aware scoring, and print
     the table and a PNG."""
-    from infembed.data.formats import load_benchmark
+    from infembed.data.benchmarks import load_benchmark
     from infembed.data.jsonl import write_json
     from infembed.evaluate.report import plot_results, print_results
     from infembed.evaluate.retrievers import build_retriever

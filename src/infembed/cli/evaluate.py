@@ -26,7 +26,7 @@ def eval_command(
     exclusion_llm_model: str = typer.Option(None, "--exclusion-llm-model", help="Model name for --exclusions llm."),
 ) -> None:
     """Evaluate retrievers on instruction benchmarks: p-MRR, MAP@1000, nDCG@k (printed x100), results.json."""
-    from infembed.data.formats import load_benchmark
+    from infembed.data.benchmarks import load_benchmark
     from infembed.data.jsonl import write_json
     from infembed.evaluate.report import print_results
     from infembed.evaluate.retrievers import build_retriever

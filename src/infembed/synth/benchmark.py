@@ -126,7 +126,7 @@ def load_judged(
     """A BEIR dir, an instruction benchmark dir (its instructions are not used) or a SMART collection
     (``cran.all.1400``, ``cran.qry``, ``cranqrel``); the first ``limit`` queries with ``min_relevant`` to
     ``max_relevant`` relevant documents, in the collection's order."""
-    from infembed.data.formats import load_benchmark
+    from infembed.data.benchmarks import load_benchmark
     from infembed.data.smart import find_smart_files, load_smart
 
     path = Path(source)
@@ -376,7 +376,7 @@ class BenchmarkBuilder(Pipeline):
 
     def finalize(self, seconds: float = 0.0) -> dict[str, Any]:
         """Write the benchmark (and its exclusion variant) from the records, ``README.md`` and the summary."""
-        from infembed.data.formats import save_benchmark
+        from infembed.data.benchmarks.local import save_benchmark
         from infembed.data.jsonl import atomic_write, write_json
 
         state = RunState.load(self.out_dir, self.stage_files)

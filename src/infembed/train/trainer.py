@@ -40,14 +40,14 @@ from infembed.train.config import TrainConfig
 
 
 def load_rows(specs: Sequence[str], limit: int | None = None) -> list[Triplet]:
-    from infembed.data.formats import read_triplets
+    from infembed.data.inf_ir import read_triplets
 
     rows: list[Triplet] = []
     for spec in specs:
         if Path(spec).exists():
             rows += read_triplets(spec)
         else:
-            from infembed.data.hub import load_inf_ir
+            from infembed.data.inf_ir import load_inf_ir
 
             rows += load_inf_ir(spec)
     if not rows:
@@ -120,7 +120,7 @@ class Trainer:
         self.data_digest = outputs.rows_digest(self.rows)
         self.benchmark = None
         if config.eval_benchmark:
-            from infembed.data.formats import load_benchmark
+            from infembed.data.benchmarks import load_benchmark
 
             self.benchmark = load_benchmark(config.eval_benchmark)
         self.resume, self.overwrite = resume, overwrite
