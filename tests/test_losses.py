@@ -346,20 +346,28 @@ def test_duplicate_positive_passage_is_not_a_passage_negative():
     assert unmasked > masked
 
 
-# -- 4. naming, temperature, validation, empty sets, config ------------------------------------------------------
+# -- 4. the reference vocabulary, temperature, validation, empty sets, config ------------------------------------------------------
 
 
 @pytest.mark.parametrize("negatives", [("P", "I"), ("P", "I", "IQ")], ids=lambda s: "+".join(s))
-def test_reference_naming_swaps_uni_and_multi(negatives):
+def test_reference_vocabulary_is_translated_into_the_papers(negatives):
+    """The reference code's "uni" is the paper's multi and its "*_add" the paper's uni; qk/only_neg/kq are P/I/IQ."""
     batch = inf_ir_batch(seed=1)
-    paper_uni = InFEmbedLoss(objective="uni", negatives=negatives)(batch)
-    paper_multi = InFEmbedLoss(objective="multi", negatives=negatives)(batch)
+    paper_uni = InFEmbedLoss(objective="uni", negatives=negatives, mask_duplicates=False)(batch)
+    paper_multi = InFEmbedLoss(objective="multi", negatives=negatives, mask_duplicates=False)(batch)
     assert not torch.allclose(paper_uni, paper_multi)
-    reference_uni = InFEmbedLoss(objective="uni", negatives=negatives, naming="reference")
-    reference_multi = InFEmbedLoss(objective="multi", negatives=negatives, naming="reference")
-    assert reference_uni.paper_objective == "multi" and reference_multi.paper_objective == "uni"
+    names = {"P": "qk", "I": "only_neg", "IQ": "kq"}
+    reference = ",".join(names[n] for n in negatives)
+    reference_uni = InFEmbedLoss.from_reference("uni", reference)
+    reference_add = InFEmbedLoss.from_reference("qk_add", reference)
+    assert reference_uni.objective == "multi" and reference_add.objective == "uni"
+    assert set(reference_uni.negatives) == set(negatives) and reference_uni.mask_duplicates is False
     torch.testing.assert_close(reference_uni(batch), paper_multi)
-    torch.testing.assert_close(reference_multi(batch), paper_uni)
+    torch.testing.assert_close(reference_add(batch), paper_uni)
+    with pytest.raises(ValueError, match="from_reference"):
+        InFEmbedLoss(negatives="qk,only_neg")  # the paper's constructor speaks the paper's names only
+    with pytest.raises(TypeError):
+        InFEmbedLoss(objective="uni", naming="reference")  # no second vocabulary for one setting
 
 
 def test_learned_temperature_is_a_parameter_with_a_gradient():
@@ -395,7 +403,6 @@ def test_learned_temperature_is_a_parameter_with_a_gradient():
         ({"temperature": 0.001, "learn_temperature": True}, "clamped to 100"),
         ({"iq_negatives": "queries"}, "iq_negatives must be one of"),
         ({"positive_count": "twice"}, "positive_count must be one of"),
-        ({"naming": "code"}, "naming must be one of"),
         ({"mask_duplicates": "yes"}, "mask_duplicates must be True or False"),
     ],
 )
@@ -404,11 +411,11 @@ def test_bad_arguments_raise_value_error(kwargs, message):
         InFEmbedLoss(**kwargs)
 
 
-def test_negatives_accept_strings_and_reference_names():
+def test_negatives_accept_strings():
     assert InFEmbedLoss(negatives="P,I").negatives == ("P", "I")
     assert InFEmbedLoss(negatives=" iq , p ").negatives == ("P", "IQ")
     assert InFEmbedLoss(negatives=["IQ", "I", "P", "I"]).negatives == ("P", "I", "IQ")
-    assert InFEmbedLoss(negatives="qk,only_neg,kq").negatives == ("P", "I", "IQ")
+    assert InFEmbedLoss.from_reference("uni", "qk,only_neg,kq").negatives == ("P", "I", "IQ")
 
 
 def test_bad_batches_raise_value_error():
@@ -458,7 +465,6 @@ def test_config_round_trip():
         temperature=0.02,
         iq_negatives="instruction_with_other_queries",
         mask_duplicates=False,
-        naming="reference",
     )
     config = loss_fn.get_config_dict()
     assert json.loads(json.dumps(config)) == config

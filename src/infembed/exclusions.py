@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from infembed.data.errors import SettingsError
 from infembed.instructions import SPLITTERS, Instruction, split_instructions
 
 __all__ = ["ExclusionSettings", "DEFAULTS", "penalised_scores", "ExclusionPlan", "plan", "apply", "fit", "FitReport",
@@ -52,17 +53,17 @@ class ExclusionSettings:
 
     def __post_init__(self) -> None:
         if self.splitter not in SPLITTERS:
-            raise ValueError(f"exclusions must be one of {SPLITTERS}, got {self.splitter!r}")
+            raise SettingsError(f"exclusions must be one of {SPLITTERS}, got {self.splitter!r}")
         for name in ("alpha", "threshold", "margin"):
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
-                raise ValueError(f"exclusion setting {name} must be a finite number, got {value!r}")
+                raise SettingsError(f"exclusion setting {name} must be a finite number, got {value!r}")
         if self.alpha < 0:
-            raise ValueError(f"exclusion setting alpha must be >= 0, got {self.alpha}")
+            raise SettingsError(f"exclusion setting alpha must be >= 0, got {self.alpha}")
         if self.scale not in SCALES:
-            raise ValueError(f"exclusion setting scale must be one of {SCALES}, got {self.scale!r}")
+            raise SettingsError(f"exclusion setting scale must be one of {SCALES}, got {self.scale!r}")
         if not isinstance(self.pool, int) or self.pool < 2:
-            raise ValueError(f"exclusion setting pool must be an integer >= 2, got {self.pool!r}")
+            raise SettingsError(f"exclusion setting pool must be an integer >= 2, got {self.pool!r}")
 
     @property
     def enabled(self) -> bool:
@@ -291,7 +292,7 @@ def fit(retriever: Any, rows: Sequence[Any], *, splitter: str | Callable[[str], 
 
     passages, items = scenarios_from_rows(rows)
     if not items:
-        raise ValueError("no rows to fit exclusion settings on")
+        raise SettingsError("no rows to fit exclusion settings on")
     retriever.index({str(i): Document("", text) for i, text in enumerate(passages)})
     queries = [query for query, _, _, _ in items]
     instructions = [instruction for _, instruction, _, _ in items]

@@ -28,6 +28,8 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from infembed.data.errors import SettingsError
+
 __all__ = ["Instruction", "split_instruction", "split_instructions", "SPLITTERS", "llm_splitter"]
 
 SPLITTERS = ("off", "rules", "llm")
@@ -451,9 +453,9 @@ def split_instruction(text: str | None, splitter: str | Callable[[str], Instruct
     if callable(splitter):
         return splitter(stripped)
     if splitter == "llm":
-        raise ValueError("the llm splitter needs an endpoint: use llm_splitter(...) and pass the callable")
+        raise SettingsError("the llm splitter needs an endpoint: use llm_splitter(...) and pass the callable")
     if splitter != "rules":
-        raise ValueError(f"unknown splitter {splitter!r}; choose one of {SPLITTERS}")
+        raise SettingsError(f"unknown splitter {splitter!r}; choose one of {SPLITTERS}")
     cached = _RULES_CACHE.get(stripped)
     if cached is None:
         cached = _rules_split(stripped)

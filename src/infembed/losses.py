@@ -23,6 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from infembed.data.errors import SettingsError
 from infembed.data.records import text_id
 
 __all__ = [
@@ -35,11 +36,14 @@ __all__ = [
 #: The marginal negative sets, in canonical order.
 NEGATIVE_SETS: tuple[str, ...] = ("P", "I", "IQ")
 # The reference code's names for the same sets are accepted as aliases.
-_NEGATIVE_ALIASES = {"P": "P", "I": "I", "IQ": "IQ", "QK": "P", "ONLY_NEG": "I", "KQ": "IQ"}
+_NEGATIVE_SETS = ("P", "I", "IQ")
 _OBJECTIVES = ("uni", "multi")
 _IQ_READINGS = ("anchors", "instruction_with_other_queries")
 _POSITIVE_COUNTS = ("once", "per_set")
-_NAMINGS = ("paper", "reference")
+#: The reference code's vocabulary (docs/losses.md), for :meth:`InFEmbedLoss.from_reference` only: its negative
+#: sets, and its objective names, which are the other way round from the paper's equations.
+REFERENCE_NEGATIVES = {"qk": "P", "only_neg": "I", "kq": "IQ"}
+REFERENCE_OBJECTIVES = {"uni": "multi", "add": "uni", "multi": "uni"}
 #: Upper bound of a learned scale (1 / temperature), as in CLIP: keeps the logits from exploding.
 MAX_LEARNED_SCALE = 100.0
 
@@ -109,25 +113,31 @@ def _parse_negatives(negatives: str | Iterable[str]) -> tuple[str, ...]:
         try:
             items = list(negatives)
         except TypeError:
-            raise ValueError(
+            raise SettingsError(
                 f"negatives must be a subset of {{'P', 'I', 'IQ'}} given as a tuple/list or a string like 'P,I'; "
                 f"got {negatives!r}"
             ) from None
     chosen = set()
     for item in items:
         if not isinstance(item, str):
-            raise ValueError(
+            raise SettingsError(
                 f"negatives must contain strings among 'P', 'I', 'IQ'; got {item!r} in {negatives!r}"
             )
         key = item.strip().upper()
-        if key not in _NEGATIVE_ALIASES:
-            raise ValueError(
+        if key not in _NEGATIVE_SETS:
+            hint = (
+                f" ({item!r} is the reference code's name: build the loss with InFEmbedLoss.from_reference)"
+                if item.strip().lower() in REFERENCE_NEGATIVES
+                else ""
+            )
+            raise SettingsError(
                 f"unknown negative set {item!r} in negatives={negatives!r}: use 'P' (other passages), 'I' (other "
                 f"instructions with the same query) or 'IQ' (other instruction+query texts), e.g. negatives=('P', 'I')"
+                + hint
             )
-        chosen.add(_NEGATIVE_ALIASES[key])
+        chosen.add(key)
     if not chosen:
-        raise ValueError(
+        raise SettingsError(
             f"negatives must name at least one of 'P', 'I', 'IQ'; got {negatives!r}. The paper's best is ('P', 'I')."
         )
     return tuple(name for name in NEGATIVE_SETS if name in chosen)
@@ -135,7 +145,7 @@ def _parse_negatives(negatives: str | Iterable[str]) -> tuple[str, ...]:
 
 def _check_choice(name: str, value: Any, choices: tuple[str, ...]) -> str:
     if value not in choices:
-        raise ValueError(f"{name} must be one of {', '.join(repr(c) for c in choices)}; got {value!r}")
+        raise SettingsError(f"{name} must be one of {', '.join(repr(c) for c in choices)}; got {value!r}")
     return value
 
 
@@ -149,7 +159,6 @@ class InFEmbedLoss(nn.Module):
         iq_negatives: str = "anchors",
         positive_count: str = "once",
         mask_duplicates: bool = True,
-        naming: str = "paper",
     ) -> None:
         r"""
         The InF-Embed contrastive loss for instruction-following retrieval. Each anchor is an instruction joined
@@ -192,9 +201,8 @@ class InFEmbedLoss(nn.Module):
         ``multi`` coincide.
 
         Args:
-            objective: ``"multi"`` (default, the paper's best) or ``"uni"``, in the paper's sense (see ``naming``).
+            objective: ``"multi"`` (default, the paper's best) or ``"uni"``, in the paper's sense (eq. 6-7).
             negatives: a non-empty subset of ``{"P", "I", "IQ"}``, as a tuple/list or a string like ``"P,I"``.
-                The reference code's names ``"qk"`` (= P), ``"only_neg"`` (= I) and ``"kq"`` (= IQ) are accepted too.
             temperature: the softmax temperature; logits are ``cos / temperature`` (``scale = 1 / temperature``,
                 0.05 -> 20, as in the reference code and MultipleNegativesRankingLoss' default).
             learn_temperature: learn ``log(scale)`` as a parameter (``self.log_scale``), initialised from
@@ -205,9 +213,9 @@ class InFEmbedLoss(nn.Module):
                 multivariate denominator. Ignored by ``"uni"``.
             mask_duplicates: mask negatives whose text equals the positive's (see above). ``False`` reproduces the
                 reference code, where only the anchor's own row/column is excluded.
-            naming: ``"paper"`` (default) or ``"reference"``. The reference code calls the single softmax over the
-                union "uni" and the sum of cross-entropies "*_add" ("multi"), the other way round from the paper.
-                With ``naming="reference"`` the meaning of ``objective`` is swapped accordingly.
+
+        The reference code's vocabulary (its "uni" is the paper's ``multi``; ``qk``/``only_neg``/``kq`` are
+        ``P``/``I``/``IQ``) is translated by :meth:`from_reference`, never accepted here: one name per setting.
 
         Requirements:
             1. Queries are joined instruction+query texts; the first ``N`` query rows are anchors, each with its
@@ -261,10 +269,10 @@ class InFEmbedLoss(nn.Module):
                   loss = InFEmbedLoss(objective="uni", negatives=("P", "I"))
 
             - the reference code's single softmax (its "uni") over ``qk`` and ``only_neg``, with its unmasked
-              duplicates, to compare with the authors' implementation::
+              duplicates, to compare with the authors' implementation (:meth:`from_reference` translates its
+              vocabulary into the paper's: this is ``objective="multi", negatives=("P", "I")``)::
 
-                  loss = InFEmbedLoss(objective="uni", negatives="qk,only_neg", naming="reference",
-                                      mask_duplicates=False)
+                  loss = InFEmbedLoss.from_reference("uni", "qk,only_neg")
 
         Example:
             ::
@@ -293,21 +301,20 @@ class InFEmbedLoss(nn.Module):
         self.negatives = _parse_negatives(negatives)
         self.iq_negatives = _check_choice("iq_negatives", iq_negatives, _IQ_READINGS)
         self.positive_count = _check_choice("positive_count", positive_count, _POSITIVE_COUNTS)
-        self.naming = _check_choice("naming", naming, _NAMINGS)
         if not isinstance(mask_duplicates, bool):
-            raise ValueError(f"mask_duplicates must be True or False; got {mask_duplicates!r}")
+            raise SettingsError(f"mask_duplicates must be True or False; got {mask_duplicates!r}")
         self.mask_duplicates = mask_duplicates
         if not isinstance(learn_temperature, bool):
-            raise ValueError(f"learn_temperature must be True or False; got {learn_temperature!r}")
+            raise SettingsError(f"learn_temperature must be True or False; got {learn_temperature!r}")
         self.learn_temperature = learn_temperature
         if isinstance(temperature, bool) or not isinstance(temperature, (int, float)):
-            raise ValueError(f"temperature must be a positive number such as 0.05; got {temperature!r}")
+            raise SettingsError(f"temperature must be a positive number such as 0.05; got {temperature!r}")
         if not (math.isfinite(temperature) and temperature > 0):
-            raise ValueError(
+            raise SettingsError(
                 f"temperature must be a positive finite number such as 0.05; got {temperature!r}"
             )
         if learn_temperature and 1.0 / temperature > MAX_LEARNED_SCALE:
-            raise ValueError(
+            raise SettingsError(
                 f"with learn_temperature=True the scale 1/temperature is clamped to {MAX_LEARNED_SCALE:g}; "
                 f"temperature={temperature!r} starts above that (use temperature >= {1 / MAX_LEARNED_SCALE:g})"
             )
@@ -319,12 +326,39 @@ class InFEmbedLoss(nn.Module):
 
     # -- settings ---------------------------------------------------------------------------------------------
 
-    @property
-    def paper_objective(self) -> str:
-        """``"uni"`` or ``"multi"`` in the paper's sense, whatever ``naming`` the loss was built with."""
-        if self.naming == "paper":
-            return self.objective
-        return "multi" if self.objective == "uni" else "uni"
+    @classmethod
+    def from_reference(
+        cls, objective: str, negatives: str | Iterable[str], *, mask_duplicates: bool = False, **settings: Any
+    ) -> InFEmbedLoss:
+        """The loss named in the reference code's vocabulary, translated into the paper's.
+
+        The reference code calls the single softmax over the union of the negative sets "uni" (the paper's
+        ``multi``, eq. 7) and the sum of separate cross-entropies "``*_add``" (the paper's ``uni``, eq. 6), and
+        names the sets ``qk`` (P), ``only_neg`` (I) and ``kq`` (IQ). It does not mask negatives whose text equals
+        the positive's, hence ``mask_duplicates=False`` by default here. Example:
+        ``InFEmbedLoss.from_reference("uni", "qk,only_neg")`` is ``InFEmbedLoss("multi", ("P", "I"),
+        mask_duplicates=False)``.
+        """
+        key = objective.strip().lower().removesuffix("_add") if isinstance(objective, str) else objective
+        if isinstance(objective, str) and objective.strip().lower().endswith("_add"):
+            key = "add"
+        if key not in REFERENCE_OBJECTIVES:
+            raise SettingsError(
+                f"unknown reference objective {objective!r}: the reference code's are 'uni' (one softmax) and "
+                "'*_add' (a sum of cross-entropies)"
+            )
+        names = negatives.replace("+", ",").split(",") if isinstance(negatives, str) else list(negatives)
+        translated = []
+        for name in names:
+            if not isinstance(name, str) or name.strip().lower() not in REFERENCE_NEGATIVES:
+                raise SettingsError(
+                    f"unknown reference negative set {name!r}: the reference code's are "
+                    f"{', '.join(REFERENCE_NEGATIVES)}"
+                )
+            translated.append(REFERENCE_NEGATIVES[name.strip().lower()])
+        return cls(
+            objective=REFERENCE_OBJECTIVES[key], negatives=translated, mask_duplicates=mask_duplicates, **settings
+        )
 
     @property
     def scale(self) -> float:
@@ -347,7 +381,6 @@ class InFEmbedLoss(nn.Module):
             "iq_negatives": self.iq_negatives,
             "positive_count": self.positive_count,
             "mask_duplicates": self.mask_duplicates,
-            "naming": self.naming,
         }
 
     def extra_repr(self) -> str:
@@ -420,7 +453,7 @@ class InFEmbedLoss(nn.Module):
                 negative_logits.append(scores.masked_fill(~keep, -math.inf))
 
         positive_column = positive[:, None]
-        if self.paper_objective == "uni":
+        if self.objective == "uni":
             per_anchor = sum(
                 torch.logsumexp(torch.cat([positive_column, logits], dim=1), dim=1) - positive
                 for logits in negative_logits
@@ -443,11 +476,11 @@ def _check_batch(batch: EmbeddedBatch) -> int:
         raise TypeError(f"InFEmbedLoss expects an EmbeddedBatch, got {type(batch).__name__}")
     queries, passages = batch.queries, batch.passages
     if queries.dim() != 2 or passages.dim() != 2:
-        raise ValueError(
+        raise SettingsError(
             f"queries and passages must be 2-D (rows, dim); got shapes {tuple(queries.shape)} and {tuple(passages.shape)}"
         )
     if queries.shape[1] != passages.shape[1]:
-        raise ValueError(
+        raise SettingsError(
             f"queries and passages must have the same embedding size; got {queries.shape[1]} and {passages.shape[1]}"
         )
     for name, ids, rows in (
@@ -456,16 +489,16 @@ def _check_batch(batch: EmbeddedBatch) -> int:
         ("passage_ids", batch.passage_ids, passages.shape[0]),
     ):
         if ids.dim() != 1 or ids.shape[0] != rows:
-            raise ValueError(
+            raise SettingsError(
                 f"{name} must be 1-D with {rows} entries (one per row); got shape {tuple(ids.shape)}"
             )
         if ids.dtype.is_floating_point or ids.dtype.is_complex:
-            raise ValueError(
+            raise SettingsError(
                 f"{name} must hold integer text ids (see build_batch_ids); got dtype {ids.dtype}"
             )
     n = batch.anchors
     if not 1 <= n <= min(queries.shape[0], passages.shape[0]):
-        raise ValueError(
+        raise SettingsError(
             f"num_anchors must be between 1 and min(len(queries), len(passages)) = "
             f"{min(queries.shape[0], passages.shape[0])}; got {n}"
         )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from infembed.data.errors import SettingsError
+
 DEFAULT_TEMPLATE = "{query} {instruction}"
 TEMPLATES = {
     # mteb's FollowIR convention and the reference code's default: query first, one space
@@ -17,7 +19,7 @@ def resolve_template(template: str | None) -> str:
     template = template or DEFAULT_TEMPLATE
     template = TEMPLATES.get(template, template)
     if "{query}" not in template or "{instruction}" not in template:
-        raise ValueError(
+        raise SettingsError(
             f"template {template!r} must contain {{query}} and {{instruction}} (or be one of {sorted(TEMPLATES)})"
         )
     return template.replace("\\n", "\n")

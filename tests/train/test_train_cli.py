@@ -139,3 +139,76 @@ def test_cli_bad_settings_exit_2_with_one_line(rows_path, tmp_path, args, expect
     message = " ".join(done.stderr.split())
     assert expected in message and len(done.stderr.strip().splitlines()) <= 3  # one line (rich may wrap it)
     assert not out.exists() and existing.read_text() == "keep me\n"
+
+
+def test_help_lists_every_setting():
+    """Each TrainConfig field is declared once and reaches the command line from there."""
+    from dataclasses import fields
+
+    done = subprocess.run([str(INFEMBED), "train", "--help"], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "COLUMNS": "250"})
+    assert done.returncode == 0, done.stderr
+    for f in fields(TrainConfig):
+        flag = "--" + f.name.replace("_", "-")
+        assert flag in done.stdout, flag
+        assert f.metadata.get("help"), f"{f.name} has no help text"
+
+
+EVERY_SETTING = """\
+data: [{rows}]
+limit: 4
+model: default
+interaction: concat
+template: "query: {{query}} instruction: {{instruction}}"
+pooling: mean
+separate_passage_encoder: true
+query_max_length: 64
+passage_max_length: 96
+gguf_file: null
+lora: false
+lora_r: 4
+lora_alpha: 8
+lora_dropout: 0.1
+objective: uni
+negatives: P,I,IQ
+iq_negatives: instruction_with_other_queries
+positive_count: per_set
+temperature: 5e-2
+learn_temperature: true
+extra_instruction_negatives: 1
+epochs: 1
+batch_size: 2
+gradient_accumulation: 1
+grad_cache_chunk: 3
+learning_rate: 1e-4
+interaction_lr_multiplier: 10
+weight_decay: 0.0
+warmup_ratio: 0.5
+scheduler: cosine
+max_grad_norm: 0.5
+seed: 7
+output: {output}
+save_steps: 0
+keep_checkpoints: 1
+eval_benchmark: null
+eval_steps: 0
+log_steps: 1
+device: cpu
+max_steps: 1
+"""
+
+
+@pytest.mark.slow
+def test_a_yaml_with_every_setting_round_trips_through_the_saved_config(rows_path, tmp_path):
+    from dataclasses import fields
+
+    out = tmp_path / "model"
+    config = tmp_path / "every.yaml"
+    config.write_text(EVERY_SETTING.format(rows=rows_path, output=out))
+    expected = TrainConfig.from_file(config)
+    assert set(expected.to_dict()) == {f.name for f in fields(TrainConfig)}  # the YAML names every field
+    done = _infembed("train", "--config", str(config))
+    assert done.returncode == 0, done.stderr[-3000:]
+    saved = TrainConfig.from_file(out / "train_config.json")
+    assert saved == expected
+    assert json.loads((out / "train_config.json").read_text()) == expected.to_dict()

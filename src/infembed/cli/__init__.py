@@ -22,25 +22,45 @@ app = typer.Typer(
 console = Console(stderr=True)
 
 
+def debug_mode() -> bool:
+    """``--debug`` (or ``INFEMBED_DEBUG=1``): show the traceback of every error, expected ones included."""
+    return os.environ.get("INFEMBED_DEBUG", "").strip().lower() not in ("", "0", "false", "no")
+
+
+def fail(message: str, code: int = 2) -> None:
+    """Print one red ``error:`` line (markup in ``message`` is shown as text, never interpreted) and exit."""
+    from rich.text import Text
+
+    console.print(Text.assemble(("error:", "bold red"), " ", message), highlight=False, soft_wrap=True)
+    raise typer.Exit(code=code)
+
+
 def friendly_errors(func: Callable[..., Any]) -> Callable[..., Any]:
-    """Expected failures (bad input, missing files, bad settings) print one clear line and exit 2, no traceback."""
+    """The project's own errors (bad input, bad settings, missing files: ``EXPECTED_ERRORS``) print one clear
+    line and exit 2; anything else is a bug and keeps its traceback. ``--debug`` shows every traceback."""
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        from infembed.data.errors import DataError
+        from infembed.data.errors import EXPECTED_ERRORS
 
         try:
             return func(*args, **kwargs)
-        except (DataError, FileNotFoundError, ValueError, KeyError) as error:
-            message = str(error)
-            if isinstance(error, KeyError):
-                message = f"unknown key {message}"
-            from rich.markup import escape
-
-            console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
-            raise typer.Exit(code=2) from None
+        except EXPECTED_ERRORS as error:
+            if debug_mode():
+                raise
+            fail(str(error))
 
     return wrapper
+
+
+@app.callback()
+def _options(
+    debug: bool = typer.Option(
+        False, "--debug", help="Show the full traceback of every error (also INFEMBED_DEBUG=1).", is_eager=True
+    ),
+) -> None:
+    if debug:
+        os.environ["INFEMBED_DEBUG"] = "1"
 
 
 def data_dir(explicit: Path | None = None) -> Path:

@@ -8,6 +8,7 @@ from pathlib import Path
 import typer
 
 from infembed.cli import app, console, friendly_errors
+from infembed.data.errors import SettingsError
 
 
 @app.command("fit-exclusions")
@@ -27,11 +28,11 @@ def fit_exclusions_command(
     from infembed.train.trainer import load_rows
 
     if (model is None) == (retriever is None):
-        raise ValueError("give exactly one of --model M or --retriever bm25")
+        raise SettingsError("give exactly one of --model M or --retriever bm25")
     if retriever is not None and retriever != "bm25":
-        raise ValueError(f"--retriever must be 'bm25', got {retriever!r}")
+        raise SettingsError(f"--retriever must be 'bm25', got {retriever!r}")
     if save and (model is None or not (Path(model) / "infembed.json").exists()):
-        raise ValueError("--save needs --model pointing at a model dir written by infembed (with infembed.json)")
+        raise SettingsError("--save needs --model pointing at a model dir written by infembed (with infembed.json)")
     rows = load_rows(data)
     ret = build_retriever(retriever or model, device=device, cache=False, show_progress=False)
     report = fit(ret, rows)

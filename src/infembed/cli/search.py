@@ -9,6 +9,7 @@ from pathlib import Path
 import typer
 
 from infembed.cli import console, friendly_errors
+from infembed.data.errors import SettingsError
 
 
 def _device(device: str | None) -> str | None:
@@ -65,7 +66,7 @@ def index_command(
     from infembed.search.index import KINDS, Index
 
     if kind not in KINDS:
-        raise ValueError(f"--kind must be one of {', '.join(KINDS)}, got {kind!r}")
+        raise SettingsError(f"--kind must be one of {', '.join(KINDS)}, got {kind!r}")
     rank = int(os.environ.get("RANK", "0"))
     columns = (
         TextColumn("encoding"),
@@ -141,11 +142,11 @@ def search_command(
 
     instructions = list(instruction or [])
     if len(instructions) > 1 and len(instructions) != len(query):
-        raise ValueError(
+        raise SettingsError(
             f"{len(query)} --query but {len(instructions)} --instruction: give one for all, or one per query"
         )
     if k < 1:
-        raise ValueError(f"-k must be at least 1, got {k}")
+        raise SettingsError(f"-k must be at least 1, got {k}")
     aligned = (
         instructions if len(instructions) > 1 else [instructions[0] if instructions else None] * len(query)
     )
@@ -240,10 +241,10 @@ def serve_command(
         api_key = os.environ["INFEMBED_API_KEY"]
     if api_key is not None and not api_key.strip():
         # an empty --api-key or INFEMBED_API_KEY= must not silently turn authentication off
-        raise ValueError("the API key is empty (--api-key or INFEMBED_API_KEY): give a key, or leave both unset")
+        raise SettingsError("the API key is empty (--api-key or INFEMBED_API_KEY): give a key, or leave both unset")
     for flag, seconds in (("--header-timeout", header_timeout), ("--body-timeout", body_timeout)):
         if not seconds > 0:
-            raise ValueError(f"{flag} must be a positive number of seconds, got {seconds:g}")
+            raise SettingsError(f"{flag} must be a positive number of seconds, got {seconds:g}")
     console.print(f"loading {index_dir} ...; then serving on http://{host}:{port}  (API docs at /docs)")
     serve(
         str(index_dir),

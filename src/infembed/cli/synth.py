@@ -41,12 +41,15 @@ def _fail(message: str) -> None:
 
 def _guard(fn):  # type: ignore[no-untyped-def]
     """Report expected failures (bad input, endpoint down, missing package) without a traceback."""
-    from infembed.data.errors import DataError
+    from infembed.cli import debug_mode
+    from infembed.data.errors import EXPECTED_ERRORS
     from infembed.synth.pipeline import SynthAborted
 
     try:
         return fn()
-    except (DataError, SynthAborted, ExpectedError, ImportError, ValueError, FileNotFoundError) as error:
+    except (*EXPECTED_ERRORS, SynthAborted, ExpectedError, ImportError) as error:
+        if debug_mode():
+            raise
         _fail(str(error))
     except KeyboardInterrupt:
         _fail("interrupted; everything done so far is saved, run the same command again to resume")

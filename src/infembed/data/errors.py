@@ -1,4 +1,6 @@
-"""One exception for bad input, carrying where the problem is (file, line, field) and what to do."""
+"""The project's own errors: bad input (:class:`DataError`, with file, line and field) and bad settings
+(:class:`SettingsError`). The CLI prints these as one line and exits 2; any other exception is a bug and keeps
+its traceback."""
 
 from __future__ import annotations
 
@@ -35,3 +37,14 @@ class DataError(ValueError):
         if hint:
             text += f" ({hint})"
         super().__init__(text)
+
+
+class SettingsError(ValueError):
+    """A setting, flag or argument that cannot be used (out of range, unknown choice, contradicting another).
+
+    A ``ValueError``, so library callers that catch ``ValueError`` keep working; the CLI prints it as one line
+    and exits with status 2."""
+
+
+EXPECTED_ERRORS: tuple[type[BaseException], ...] = (DataError, SettingsError, FileNotFoundError)
+"""What the CLI reports as one line (exit 2). Everything else shows its traceback: it is a bug to report."""

@@ -18,6 +18,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 from infembed import cache_dir
+from infembed.data.errors import SettingsError
 from infembed.data.records import Document
 from infembed.exclusions import DEFAULTS, ExclusionSettings, exclusion_aware_scores, resolve_exclusions
 from infembed.instructions import Instruction
@@ -91,7 +92,7 @@ class _ExclusionAware:
         self.exclusions = resolve_exclusions(exclusions, default)
         self.exclusion_splitter = splitter
         if self.exclusions.splitter == "llm" and splitter is None:
-            raise ValueError("exclusions 'llm' needs an endpoint (--exclusion-llm-url and --exclusion-llm-model)")
+            raise SettingsError("exclusions 'llm' needs an endpoint (--exclusion-llm-url and --exclusion-llm-model)")
 
     def _scores(self, score_pairs, query_ids, queries, instructions, candidates) -> np.ndarray:
         pools = candidate_pools(query_ids, candidates, self.doc_index) if candidates is not None else None
@@ -146,7 +147,7 @@ class DenseRetriever(_ExclusionAware):
                              exclusion_splitter)
         # the override lives here, not on the (possibly shared) model object
         if template is not None and getattr(model, "interaction", None) is not None:
-            raise ValueError("--template applies to concatenation models only; this model uses cross-attention")
+            raise SettingsError("--template applies to concatenation models only; this model uses cross-attention")
         self._template = resolve_template(template) if template is not None else None
         self.batch_size = batch_size
         self.cache = cache

@@ -18,6 +18,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from infembed.data.errors import SettingsError
 from infembed.model import gguf
 
 POOLING_MODES = ("cls", "mean", "last")
@@ -101,7 +102,7 @@ class Encoder(nn.Module):
         self.st = st
         self.pooling = pooling or _pooling_of(st)
         if self.pooling not in POOLING_MODES:
-            raise ValueError(f"pooling must be one of {POOLING_MODES}, got {self.pooling!r}")
+            raise SettingsError(f"pooling must be one of {POOLING_MODES}, got {self.pooling!r}")
         self.normalize = normalize
         self.tokenizer = st[0].tokenizer
         if self.tokenizer.pad_token is None:

@@ -25,6 +25,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from infembed.data.errors import SettingsError
 from infembed.templates import DEFAULT_TEMPLATE, TEMPLATES, join, resolve_template  # noqa: F401  (re-exported)
 
 
@@ -36,7 +37,7 @@ class CrossAttentionInteraction(nn.Module):
     def __init__(self, dim: int, heads: int = 4, dropout: float = 0.0):
         super().__init__()
         if dim % heads:
-            raise ValueError(f"hidden size {dim} is not divisible by heads={heads}")
+            raise SettingsError(f"hidden size {dim} is not divisible by heads={heads}")
         self.dim, self.heads = dim, heads
         self.attention = nn.MultiheadAttention(dim, heads, dropout=dropout, batch_first=True)
         self.norm = nn.LayerNorm(dim)

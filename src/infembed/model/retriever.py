@@ -24,6 +24,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from infembed.data.errors import SettingsError
 from infembed.model.encoder import Encoder, load_sentence_transformer, resolve_device
 from infembed.model.interaction import DEFAULT_TEMPLATE, CrossAttentionInteraction, join, resolve_template
 
@@ -68,7 +69,7 @@ class ModelConfig:
 
     def __post_init__(self) -> None:
         if self.interaction not in INTERACTIONS:
-            raise ValueError(f"interaction must be one of {INTERACTIONS}, got {self.interaction!r}")
+            raise SettingsError(f"interaction must be one of {INTERACTIONS}, got {self.interaction!r}")
         self.template = resolve_template(self.template)
 
     @classmethod
@@ -241,7 +242,7 @@ class InFEmbed(nn.Module):
     def embed_queries(self, queries: Sequence[str], instructions: Sequence[str | None] | None = None) -> torch.Tensor:
         instructions = list(instructions) if instructions is not None else [None] * len(queries)
         if len(instructions) != len(queries):
-            raise ValueError(f"{len(queries)} queries but {len(instructions)} instructions")
+            raise SettingsError(f"{len(queries)} queries but {len(instructions)} instructions")
         if self.interaction is None:
             texts = [self.join(q, i) for q, i in zip(queries, instructions)]
             return self.encoder.embed(texts, self.config.query_max_length)
@@ -321,9 +322,9 @@ class InFEmbed(nn.Module):
         queries = list(queries)
         instructions = list(instructions) if instructions is not None else [None] * len(queries)
         if len(instructions) != len(queries):
-            raise ValueError(f"{len(queries)} queries but {len(instructions)} instructions")
+            raise SettingsError(f"{len(queries)} queries but {len(instructions)} instructions")
         if template is not None and self.interaction is not None:
-            raise ValueError("a template applies to concatenation models only; this model uses cross-attention")
+            raise SettingsError("a template applies to concatenation models only; this model uses cross-attention")
         if self.interaction is None:
             template = resolve_template(template) if template is not None else self.config.template
             texts = [join(template, q, i) for q, i in zip(queries, instructions)]

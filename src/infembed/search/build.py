@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from infembed.data.errors import DataError
+from infembed.data.errors import DataError, SettingsError
 from infembed.data.jsonl import write_json
 from infembed.data.records import Document
 from infembed.search import store, vectors
@@ -54,11 +54,11 @@ def load_corpus(spec: str | Path | Mapping[str, Any]) -> dict[str, Document]:
                     title=str(value.get("title") or ""), text=str(value.get("text") or "")
                 )
             else:
-                raise ValueError(
+                raise SettingsError(
                     f"document {doc_id!r}: expected a Document, a string or a dict, got {type(value).__name__}"
                 )
         if not corpus:
-            raise ValueError("the corpus is empty")
+            raise SettingsError("the corpus is empty")
         return corpus
     from infembed.data.formats import read_corpus
 

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from infembed.data.errors import DataError
+from infembed.data.errors import DataError, SettingsError
 from infembed.search import store, vectors
 from infembed.search.bm25 import BM25, BM25Settings
 from infembed.search.build import Progress, build_bm25, build_dense, load_corpus, model_spec, resolve_model
@@ -121,7 +121,7 @@ class Index:
     def embeddings(self) -> np.ndarray:
         """All passage embeddings in index order (read from the shards; dense kinds only)."""
         if self.kind not in DENSE_KINDS:
-            raise ValueError("a BM25 index has no embeddings")
+            raise SettingsError("a BM25 index has no embeddings")
         paths = [shard_path(self.path, s) for s in range(self.meta["shards"])]
         if not all(p.exists() for p in paths) and self.kind != "ivf":  # shards deleted after the build
             return self.vectors.reconstruct_n(0, self.count)
@@ -163,9 +163,9 @@ class Index:
         the corpus size).
         """
         if kind not in KINDS:
-            raise ValueError(f"kind must be one of {', '.join(KINDS)}, got {kind!r}")
+            raise SettingsError(f"kind must be one of {', '.join(KINDS)}, got {kind!r}")
         if shard_size < 1 or batch_size < 1:
-            raise ValueError("shard_size and batch_size must be at least 1")
+            raise SettingsError("shard_size and batch_size must be at least 1")
         root = Path(output_dir)
         store.check_output_dir(root)
         docs = load_corpus(corpus)
@@ -281,7 +281,7 @@ class Index:
         """
         queries, instructions = _align(queries, instructions)
         if k < 1:
-            raise ValueError(f"k must be at least 1, got {k}")
+            raise SettingsError(f"k must be at least 1, got {k}")
         if not queries:
             return []
         for number, query in enumerate(queries, start=1):
@@ -289,7 +289,7 @@ class Index:
             # looking hits: refuse it, as the service does
             if not isinstance(query, str) or not query.strip():
                 where = f"query {number}" if len(queries) > 1 else "the query"
-                raise ValueError(f"{where} is empty" if isinstance(query, str) else f"{where} is not a string")
+                raise SettingsError(f"{where} is empty" if isinstance(query, str) else f"{where} is not a string")
         settings = self.exclusion_settings(exclusions)
         splits = self.split(instructions, settings, exclusion_splitter)
         plain_rows = [r for r, split in enumerate(splits) if not split.exclude]
@@ -332,7 +332,7 @@ class Index:
         if not settings.enabled:
             return [Instruction((i or "").strip()) for i in instructions]
         if settings.splitter == "llm" and exclusion_splitter is None:
-            raise ValueError("exclusions 'llm' needs an exclusion_splitter (infembed.instructions.llm_splitter)")
+            raise SettingsError("exclusions 'llm' needs an exclusion_splitter (infembed.instructions.llm_splitter)")
         return split_instructions(list(instructions), exclusion_splitter or settings.splitter)
 
     def _exclusion_search(self, queries: list[str], splits: list[Any], k: int, settings: Any,
@@ -404,13 +404,13 @@ class Index:
         batch_size: int = 32,
     ) -> np.ndarray:
         if self.model is None:
-            raise ValueError("a BM25 index has no embedding model")
+            raise SettingsError("a BM25 index has no embedding model")
         return self.model.encode_queries(queries, instructions, batch_size=batch_size)
 
     def search_vectors(self, vectors: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         """faiss search of query embeddings: (scores, row indices), both (n, min(k, count)); -1 marks no result."""
         if self.vectors is None:
-            raise ValueError("a BM25 index has no vectors")
+            raise SettingsError("a BM25 index has no vectors")
         vectors = np.ascontiguousarray(vectors, dtype=np.float32)
         return self.vectors.search(vectors, min(k, self.count))
 
@@ -448,5 +448,5 @@ def _align(
         instructions = [instructions] * len(queries)
     instructions = list(instructions)
     if len(instructions) != len(queries):
-        raise ValueError(f"{len(queries)} queries but {len(instructions)} instructions")
+        raise SettingsError(f"{len(queries)} queries but {len(instructions)} instructions")
     return queries, instructions

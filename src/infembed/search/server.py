@@ -6,6 +6,7 @@ import asyncio
 import logging
 from typing import Any
 
+from infembed.data.errors import SettingsError
 from infembed.search.index import Index
 from infembed.search.service import create_app
 
@@ -58,7 +59,7 @@ def _h11_protocol(header_timeout_s: float) -> type:
 def server_settings(limit_concurrency: int | None, header_timeout_s: float) -> dict[str, Any]:
     """uvicorn settings shared by :func:`serve` and the tests' background server."""
     if not header_timeout_s > 0:
-        raise ValueError(f"header_timeout_s must be positive, got {header_timeout_s}")
+        raise SettingsError(f"header_timeout_s must be positive, got {header_timeout_s}")
     return {
         "limit_concurrency": limit_concurrency,
         "timeout_keep_alive": 5,  # an idle keep-alive connection is closed after 5 s

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from infembed.data.errors import SettingsError
 from infembed.search.store import iter_shards, training_sample
 
 DENSE_KINDS = ("flat", "hnsw", "ivf")
@@ -38,7 +39,7 @@ def faiss_settings(
     if kind == "hnsw":
         return {"factory": f"HNSW{hnsw_m},Flat", "M": hnsw_m, "ef_construction": ef_construction, "ef_search": ef_search}
     if kind != "ivf":
-        raise ValueError(f"kind must be one of {', '.join(DENSE_KINDS)}, got {kind!r}")
+        raise SettingsError(f"kind must be one of {', '.join(DENSE_KINDS)}, got {kind!r}")
     # faiss wants >= 39 training points per list; 4 * sqrt(n) lists is its usual starting point.
     nlist = int(nlist or max(1, min(int(4 * np.sqrt(count)), count // 39)))
     return {"factory": f"IVF{nlist},Flat", "nlist": nlist, "nprobe": int(nprobe or min(nlist, 32))}

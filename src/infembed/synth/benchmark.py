@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from infembed.data.errors import DataError
+from infembed.data.errors import DataError, SettingsError
 from infembed.data.records import Benchmark, InstructionQuery
 from infembed.synth import prompts, structured
 from infembed.synth.costs import Price, price_for
@@ -84,13 +84,13 @@ class BenchmarkConfig(SynthConfig):
 
     def __post_init__(self) -> None:
         if self.min_relevant < 1 or self.max_relevant < self.min_relevant:
-            raise ValueError("need 1 <= min_relevant <= max_relevant")
+            raise SettingsError("need 1 <= min_relevant <= max_relevant")
         if self.min_kept < 0 or self.min_lost < 1:
-            raise ValueError("need min_kept >= 0 and min_lost >= 1 (a query must change)")
+            raise SettingsError("need min_kept >= 0 and min_lost >= 1 (a query must change)")
         if not 0 < self.max_kept_share <= 1:
-            raise ValueError("max_kept_share must be in (0, 1]")
+            raise SettingsError("max_kept_share must be in (0, 1]")
         if self.max_documents_in_prompt < 1:
-            raise ValueError("max_documents_in_prompt must be at least 1")
+            raise SettingsError("max_documents_in_prompt must be at least 1")
         structured.check_mode(self.json_output)
 
 

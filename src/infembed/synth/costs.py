@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from infembed.data.errors import SettingsError
+
 #: model -> (input, output) US$ per 1M tokens, standard tier.
 PRICES: dict[str, tuple[float, float]] = {
     "gpt-4o-mini": (0.15, 0.60),
@@ -41,7 +43,7 @@ def parse_price(text: str) -> tuple[str, Price]:
         model, numbers = text.split("=", 1)
         inp, out = (float(x) for x in numbers.split(","))
     except ValueError:
-        raise ValueError(f"price '{text}' is not MODEL=INPUT,OUTPUT (US$ per 1M tokens)") from None
+        raise SettingsError(f"price '{text}' is not MODEL=INPUT,OUTPUT (US$ per 1M tokens)") from None
     return model.strip(), Price(inp, out)
 
 

@@ -40,6 +40,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from infembed.data.errors import SettingsError
+
 #: Models that take ``max_completion_tokens`` and no temperature/top_p (OpenAI reasoning models).
 _REASONING_MODEL = re.compile(r"^(?:openai/)?(?:o\d|gpt-5)", re.IGNORECASE)
 
@@ -359,7 +361,7 @@ class OpenAIBackend:
         import openai  # lazy: only runs that talk to an endpoint need it
 
         if not timeout > 0:
-            raise ValueError(f"the timeout must be positive, not {timeout}")
+            raise SettingsError(f"the timeout must be positive, not {timeout}")
         self._openai = openai
         self.base_url = base_url
         self.timeout = timeout
@@ -461,9 +463,9 @@ class LLMClient:
         connect_retries: int = 2,
     ) -> None:
         if concurrency < 1:
-            raise ValueError("concurrency must be at least 1")
+            raise SettingsError("concurrency must be at least 1")
         if max_retries < 0:
-            raise ValueError("max_retries must be >= 0")
+            raise SettingsError("max_retries must be >= 0")
         self.backend = backend
         self.cache = cache
         self.concurrency = concurrency

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from infembed.data.errors import SettingsError
+
 DOMAINS = ("web", "code", "math")
 
 TASK_HEADERS: dict[str, str] = {
@@ -82,7 +84,7 @@ def _system(task: str, body: str, domain: str, language: str | None) -> dict[str
 
 def _check_domain(domain: str) -> None:
     if domain not in DOMAINS:
-        raise ValueError(f"unknown domain '{domain}'; choose one of {', '.join(DOMAINS)}")
+        raise SettingsError(f"unknown domain '{domain}'; choose one of {', '.join(DOMAINS)}")
 
 
 def instruction_prompt(

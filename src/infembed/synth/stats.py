@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from infembed.data.errors import DataError
+from infembed.data.errors import DataError, SettingsError
 from infembed.data.jsonl import iter_jsonl, open_text
 
 GROUPS: dict[str, tuple[str, ...]] = {
@@ -64,7 +64,7 @@ def ingf(texts: Sequence[str], n: int = 2) -> float:
     2.0769
     """
     if n < 1:
-        raise ValueError("n must be >= 1")
+        raise SettingsError("n must be >= 1")
     sets = [s for s in (ngram_set(word_tokens(t), n) for t in texts) if s]
     if not sets:
         return math.nan
@@ -235,7 +235,7 @@ def plot_map(
 
     groups = [g for g, by_set in samples.items() if any(e is not None for _, e in by_set.values())]
     if not groups:
-        raise ValueError("no embeddings to plot (APS was switched off)")
+        raise SettingsError("no embeddings to plot (APS was switched off)")
     fig, axes = plt.subplots(1, len(groups), figsize=(5 * len(groups), 4.6), squeeze=False)
     for ax, group in zip(axes[0], groups, strict=True):
         names, blocks = [], []
@@ -276,7 +276,7 @@ def cohen_kappa(a: Sequence[Any], b: Sequence[Any]) -> float:
     0.5
     """
     if len(a) != len(b):
-        raise ValueError("the two raters must label the same items")
+        raise SettingsError("the two raters must label the same items")
     n = len(a)
     if n == 0:
         return math.nan

@@ -29,6 +29,8 @@ import json
 import re
 from typing import Any
 
+from infembed.data.errors import SettingsError
+
 MODES = ("off", "json_object", "json_schema")
 #: labels whose value is a number (the judge's passage number); all others are strings
 _INTEGER_LABELS = {"Answer"}
@@ -37,7 +39,7 @@ _REPLY = re.compile(r"in the form\n([A-Z][A-Za-z ]*): (<[^>\n]*>)\s*$")
 
 def check_mode(mode: str) -> str:
     if mode not in MODES:
-        raise ValueError(f"unknown JSON output mode '{mode}'; choose one of {', '.join(MODES)}")
+        raise SettingsError(f"unknown JSON output mode '{mode}'; choose one of {', '.join(MODES)}")
     return mode
 
 

@@ -3,62 +3,65 @@ run can be reproduced from its output directory (tevatron's habit)."""
 
 from __future__ import annotations
 
-import json
 import math
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from infembed.data.errors import DataError
+from infembed.data.errors import SettingsError
+from infembed.settings import read_settings_file, setting, settings_from_dict
 
 
 @dataclass
 class TrainConfig:
+    """Every training setting, with its help text: the flags of ``infembed train``, the keys of a ``--config``
+    YAML/JSON file and of the saved ``train_config.json`` all come from these fields (:mod:`infembed.settings`)."""
+
     # data
-    data: list[str] = field(default_factory=list, metadata={"help": "InF-IR JSONL files/dirs or hub names; rows are concatenated."})
-    limit: int | None = field(default=None, metadata={"help": "Use at most this many rows (after concatenation)."})
+    data: list[str] = setting(default_factory=list, help="InF-IR rows: JSONL files/dirs or hub names (NAME[:SPLIT]); repeat to mix, rows are concatenated.")
+    limit: int | None = setting(None, "Use at most this many rows (after concatenation).")
     # model
-    model: str = field(default="default", metadata={"help": "Backbone: sentence-transformers dir, transformers checkpoint or hub name."})
-    interaction: str = field(default="concat", metadata={"help": "concat (template) or cross_attention (learned, token level)."})
-    template: str = field(default="{query} {instruction}", metadata={"help": "How instruction and query are joined (concat)."})
-    pooling: str | None = field(default=None, metadata={"help": "cls | mean | last (default: the backbone's own)."})
-    separate_passage_encoder: bool = field(default=False, metadata={"help": "Give passages their own encoder copy."})
-    query_max_length: int | None = field(default=None, metadata={"help": "Default min(256, backbone max)."})
-    passage_max_length: int | None = field(default=None, metadata={"help": "Default min(512, backbone max)."})
-    gguf_file: str | None = field(default=None, metadata={"help": "Load the backbone from this GGUF file inside --model's dir."})
-    lora: bool = field(default=False, metadata={"help": "Train LoRA adapters (peft) instead of all weights; merged on save."})
-    lora_r: int = 16
-    lora_alpha: int = 32
-    lora_dropout: float = 0.05
+    model: str = setting("default", "Backbone: sentence-transformers dir, transformers checkpoint or hub name ('default': the packaged all-MiniLM-L6-v2).")
+    interaction: str = setting("concat", "How instruction and query meet: concat (template) or cross_attention (learned, token level).")
+    template: str = setting("{query} {instruction}", "How instruction and query are joined (concat): any string with {query} and {instruction}, or a named template.")
+    pooling: str | None = setting(None, "cls | mean | last (default: the backbone's own).")
+    separate_passage_encoder: bool = setting(False, "Give passages their own copy of the encoder.")
+    query_max_length: int | None = setting(None, "Query token limit (default min(256, the backbone's)).")
+    passage_max_length: int | None = setting(None, "Passage token limit (default min(512, the backbone's)).")
+    gguf_file: str | None = setting(None, "Load the backbone from this GGUF file inside --model's dir.")
+    lora: bool = setting(False, "Train LoRA adapters (peft) instead of all weights; merged into the saved model.")
+    lora_r: int = setting(16, "LoRA rank.")
+    lora_alpha: int = setting(32, "LoRA scaling alpha.")
+    lora_dropout: float = setting(0.05, "LoRA dropout.")
     # loss
-    objective: str = field(default="multi", metadata={"help": "uni (sum of per-set terms) or multi (one softmax over the union), paper naming."})
-    negatives: str = field(default="P,I", metadata={"help": "Marginal negative sets: any non-empty subset of P, I, IQ."})
-    iq_negatives: str = field(default="anchors", metadata={"help": "anchors (appendix/code) or instruction_with_other_queries (main text)."})
-    positive_count: str = "once"
-    temperature: float = 0.05
-    learn_temperature: bool = False
-    extra_instruction_negatives: int = field(default=0, metadata={"help": "Other in-batch instructions joined with each anchor's query."})
+    objective: str = setting("multi", "uni (a sum of one softmax per negative set) or multi (one softmax over their union), the paper's names.")
+    negatives: str = setting("P,I", "Marginal negative sets: any non-empty subset of P, I, IQ (comma-separated).")
+    iq_negatives: str = setting("anchors", "What an IQ negative is: anchors (the paper's appendix and code) or instruction_with_other_queries (its main text).")
+    positive_count: str = setting("once", "How often the positive is in the multi denominator: once (the reference code) or per_set (the equations literally).")
+    temperature: float = setting(0.05, "Softmax temperature of the contrastive loss.")
+    learn_temperature: bool = setting(False, "Learn the temperature (as CLIP's logit scale) instead of keeping it fixed.")
+    extra_instruction_negatives: int = setting(0, "Other in-batch instructions joined with each anchor's query as extra I-negatives.")
     # optimisation
-    epochs: float = 2.0
-    batch_size: int = field(default=16, metadata={"help": "InF-IR rows per device per step (3 pairs each)."})
-    gradient_accumulation: int = 1
-    grad_cache_chunk: int = field(default=0, metadata={"help": "Encode in chunks of this many texts with gradient caching (0: off)."})
-    learning_rate: float = 5e-5
-    interaction_lr_multiplier: float = field(default=20.0, metadata={"help": "Learning rate of the (freshly initialised) cross-attention block, as a multiple of learning_rate."})
-    weight_decay: float = 0.01
-    warmup_ratio: float = 0.1
-    scheduler: str = field(default="linear", metadata={"help": "linear | cosine | constant (after warmup)."})
-    max_grad_norm: float = 1.0
-    seed: int = 42
+    epochs: float = setting(2.0, "Passes over the rows (fractions allowed).")
+    batch_size: int = setting(16, "InF-IR rows per device per step (3 pairs each).")
+    gradient_accumulation: int = setting(1, "Optimiser step every N batches.")
+    grad_cache_chunk: int = setting(0, "Encode in chunks of this many texts with gradient caching, for large batches in little memory (0: off).")
+    learning_rate: float = setting(5e-5, "Peak learning rate (AdamW).")
+    interaction_lr_multiplier: float = setting(20.0, "Learning rate of the freshly initialised cross-attention block, as a multiple of learning_rate.")
+    weight_decay: float = setting(0.01, "AdamW weight decay.")
+    warmup_ratio: float = setting(0.1, "Share of the steps spent warming the learning rate up.")
+    scheduler: str = setting("linear", "linear | cosine | constant (after warmup).")
+    max_grad_norm: float = setting(1.0, "Gradient clipping norm (0: off).")
+    seed: int = setting(42, "Seed of shuffling, sampling and initialisation.")
     # bookkeeping
-    output: str = "runs/model"
-    save_steps: int = field(default=0, metadata={"help": "Checkpoint every N optimiser steps (0: only at the end)."})
-    keep_checkpoints: int = 2
-    eval_benchmark: str | None = field(default=None, metadata={"help": "Benchmark dir/name to evaluate (p-MRR) every eval_steps."})
-    eval_steps: int = 0
-    log_steps: int = 1
-    device: str | None = None
-    max_steps: int | None = field(default=None, metadata={"help": "Stop after this many optimiser steps (for tests and quick runs)."})
+    output: str = setting("runs/model", "Model dir to write (also holds checkpoints, metrics.jsonl, loss.png).")
+    save_steps: int = setting(0, "Checkpoint every N optimiser steps (0: only at the end).")
+    keep_checkpoints: int = setting(2, "Checkpoints kept (0: all).")
+    eval_benchmark: str | None = setting(None, "Benchmark dir/name to evaluate (p-MRR) every eval_steps.")
+    eval_steps: int = setting(0, "Evaluate eval_benchmark every N optimiser steps (0: never).")
+    log_steps: int = setting(1, "Log the loss every N optimiser steps.")
+    device: str | None = setting(None, "cpu, cuda, cuda:1 ... (default: cuda if available; torchrun: the local rank's GPU).")
+    max_steps: int | None = setting(None, "Stop after this many optimiser steps (for tests and quick runs).")
 
     def __post_init__(self) -> None:
         """Every setting is checked here, before any model or data is loaded, so a bad value fails at once with
@@ -94,9 +97,9 @@ class TrainConfig:
         _check_number("log_steps", self.log_steps, integer=True, minimum=1)
         _check_number("max_steps", self.max_steps, integer=True, minimum=1, optional=True, why="leave it unset to train all epochs")
         if self.eval_steps and not self.eval_benchmark:
-            raise ValueError(f"eval_steps is {self.eval_steps} but no eval_benchmark is set: give the benchmark to evaluate")
+            raise SettingsError(f"eval_steps is {self.eval_steps} but no eval_benchmark is set: give the benchmark to evaluate")
         if self.eval_benchmark and not self.eval_steps:
-            raise ValueError(
+            raise SettingsError(
                 f"eval_benchmark is {self.eval_benchmark!r} but eval_steps is 0, so it would never be evaluated: "
                 "set eval_steps (evaluate every N steps)"
             )
@@ -111,78 +114,25 @@ class TrainConfig:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], source: str | None = None) -> TrainConfig:
-        names = {f.name for f in fields(cls)}
-        unknown = sorted(set(data) - names)
-        if unknown:
-            raise DataError(f"unknown setting(s) {', '.join(unknown)}; known: {', '.join(sorted(names))}", source)
-        data = dict(data)
-        for f in fields(cls):
-            if f.name in data and data[f.name] is not None:
-                data[f.name] = _check_type(f.name, str(f.type), data[f.name], source)
-        if source is None:
-            return cls(**data)
-        try:
-            return cls(**data)
-        except ValueError as error:  # a bad value from a file: name the file too
-            raise DataError(str(error), source) from None
+        """From a mapping (a settings file's, a saved train_config.json): unknown keys and wrong types name
+        the setting and the file."""
+        return settings_from_dict(cls, data, source)
 
     @classmethod
     def from_file(cls, path: str | Path) -> TrainConfig:
-        path = Path(path)
-        if not path.exists():
-            raise DataError("file not found", path)
-        text = path.read_text()
-        if path.suffix in (".yaml", ".yml"):
-            import yaml
-
-            try:
-                data = yaml.safe_load(text) or {}
-            except yaml.YAMLError as error:
-                mark = getattr(error, "problem_mark", None)
-                raise DataError(f"not valid YAML ({getattr(error, 'problem', error)})", path, mark.line + 1 if mark else None) from None
-        else:
-            try:
-                data = json.loads(text)
-            except json.JSONDecodeError as error:
-                raise DataError(f"not valid JSON ({error.msg})", path, error.lineno) from None
-        if not isinstance(data, dict):
-            raise DataError("expected a mapping of settings", path)
-        return cls.from_dict(data, str(path))
+        """From a YAML or JSON file of settings."""
+        return cls.from_dict(read_settings_file(path), str(path))
 
 
 INTERACTIONS = ("concat", "cross_attention")
 POOLING_MODES = ("cls", "mean", "last")
 SCHEDULERS = ("linear", "cosine", "constant")
-_SCALARS = {"int": (int,), "float": (int, float), "bool": (bool,), "str": (str,)}
-
-
-def _check_type(name: str, annotation: str, value: Any, source: str | None) -> Any:
-    """Settings from a file are checked against the field's type, so a typo names the file and the setting.
-    Returns the value, a numeric string converted for a float setting: YAML 1.1 (PyYAML) reads ``1e-4`` (no dot)
-    as the string '1e-4'."""
-    base = annotation.replace(" | None", "").strip()
-    if base == "float" and isinstance(value, str):
-        try:
-            return float(value)
-        except ValueError:
-            pass
-    if base.startswith("list"):
-        ok = isinstance(value, (list, str))
-    elif base in _SCALARS:
-        ok = isinstance(value, _SCALARS[base]) and not (base in ("int", "float") and isinstance(value, bool))
-    else:
-        return value
-    if not ok:
-        raise DataError(f"expected {base}, got {type(value).__name__} {value!r}", source, field=name)
-    return value
-
-
 def _check_choice(name: str, value: Any, choices: tuple[str, ...], *, optional: bool = False) -> None:
     if value is None and optional:
         return
     if value not in choices:
         default = " (or unset for the backbone's own)" if optional else ""
-        raise ValueError(f"{name} must be one of {', '.join(choices)}{default}; got {value!r}")
+        raise SettingsError(f"{name} must be one of {', '.join(choices)}{default}; got {value!r}")
 
 
 def _check_number(
@@ -216,4 +166,4 @@ def _check_number(
     if not ok:
         reason = f" ({why})" if why else ""
         kind = "a whole number" if integer else "a number"
-        raise ValueError(f"{name} must be {kind} {' and '.join(bounds)}{reason}; got {value!r}")
+        raise SettingsError(f"{name} must be {kind} {' and '.join(bounds)}{reason}; got {value!r}")

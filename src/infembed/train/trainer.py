@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from infembed.data.errors import SettingsError
 from infembed.data.jsonl import JsonlAppender, write_json
 from infembed.data.records import Triplet
 from infembed.losses import EmbeddedBatch, InFEmbedLoss
@@ -51,7 +52,7 @@ def load_rows(specs: Sequence[str], limit: int | None = None) -> list[Triplet]:
 
             rows += load_inf_ir(spec)
     if not rows:
-        raise ValueError("no training rows: give --data")
+        raise SettingsError("no training rows: give --data")
     return rows[:limit] if limit else rows
 
 
