@@ -3,9 +3,10 @@
 Three sources, all returning a :class:`SeedData`:
 
 * :func:`read_beir_dir`: a BEIR dir (``corpus.jsonl``, ``queries.jsonl``, ``qrels/<split>.tsv``); every
-  qrels line with score > 0 is one pair; distractors come from the whole corpus. The corpus is read by the
-  evaluation's reader and a passage is ``Document.full_text()``, title and text joined as evaluation joins
-  them, so the same BEIR dir gives the same passages in synthesis and evaluation.
+  qrels line with score > 0 is one pair; distractors come from the whole corpus. Corpus, queries and qrels are
+  read by the evaluation's readers (:mod:`infembed.data.formats`) and a passage is ``Document.full_text()``,
+  title and text joined as evaluation joins them, so the same BEIR dir gives the same passages and judgments
+  in synthesis and evaluation.
 * :func:`read_pairs_jsonl`: JSONL with ``query`` and ``passage`` (aliases: ``query_positive``, ``document``,
   ``document_positive``, ``pos``), optional ``id``, ``query_id``, ``doc_id`` and ``language`` (code);
   distractors come from the other rows' passages.
@@ -18,13 +19,12 @@ Three sources, all returning a :class:`SeedData`:
 
 from __future__ import annotations
 
-import csv
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from infembed.data.errors import DataError
-from infembed.data.formats import read_corpus
-from infembed.data.jsonl import iter_jsonl, open_text, require_id, require_str
+from infembed.data.formats import iter_qrels_tsv, read_corpus, read_instruction_queries
+from infembed.data.jsonl import iter_jsonl, require_str
 
 
 @dataclass(frozen=True)
@@ -62,28 +62,18 @@ def read_beir_dir(path: str | Path, split: str = "test", limit: int | None = Non
                 "file not found", needed, hint="a BEIR dir needs corpus.jsonl, queries.jsonl, qrels/"
             )
     corpus = {doc_id: doc.full_text() for doc_id, doc in read_corpus(corpus_path).items()}
-    queries: dict[str, str] = {}
-    for line, obj in iter_jsonl(queries_path):
-        queries[require_id(obj, "_id", queries_path, line)] = require_str(obj, "text", queries_path, line)
-    # qrels in file order; several positives of one query give several pairs
+    queries = {qid: query.text for qid, query in read_instruction_queries(queries_path).items()}
+    # qrels by the evaluation's reader, in file order and with their lines (to name a judgment that points
+    # nowhere); several positives of one query give several pairs
     raw: list[tuple[str, str]] = []
-    with open_text(qrels_path) as handle:
-        for number, row in enumerate(csv.reader(handle, delimiter="\t"), start=1):
-            if not row or (number == 1 and not row[-1].strip().lstrip("-").isdigit()):
-                continue  # blank line or header
-            if len(row) < 3:
-                raise DataError("expected query-id, corpus-id, score", qrels_path, number)
-            qid, did, score = row[0].strip(), row[1].strip(), row[-1].strip()
-            try:
-                if int(float(score)) <= 0:
-                    continue
-            except ValueError:
-                raise DataError(f"score '{score}' is not a number", qrels_path, number) from None
-            if qid not in queries:
-                raise DataError(f"query '{qid}' is not in queries.jsonl", qrels_path, number)
-            if did not in corpus:
-                raise DataError(f"document '{did}' is not in corpus.jsonl", qrels_path, number)
-            raw.append((qid, did))
+    for number, qid, did, score in iter_qrels_tsv(qrels_path):
+        if score <= 0:
+            continue
+        if qid not in queries:
+            raise DataError(f"query '{qid}' is not in queries.jsonl", qrels_path, number)
+        if did not in corpus:
+            raise DataError(f"document '{did}' is not in corpus.jsonl", qrels_path, number)
+        raw.append((qid, did))
     per_query: dict[str, int] = {}
     for qid, _ in raw:
         per_query[qid] = per_query.get(qid, 0) + 1
