@@ -28,7 +28,8 @@ from typing import Any
 from infembed.data import hub
 from infembed.data.benchmarks.registry import BenchmarkSpec
 from infembed.data.errors import DataError
-from infembed.data.records import Benchmark, InstructionQuery
+from infembed.data.formats import Qrels
+from infembed.data.records import Benchmark, Document, InstructionQuery
 from infembed.data.rows import (
     QUERY_ID,
     Rows,
@@ -92,16 +93,7 @@ def followir_from_rows(
             logger.warning(
                 "%s: %d queries have no candidates (e.g. %r)", table.source, len(without), without[0]
             )
-    return Benchmark(
-        name=name,
-        corpus=docs,
-        queries=kept,
-        qrels_og=og,
-        qrels_changed=_only(changed, kept),
-        top_ranked=top,
-        main_score=main_score,
-        source=source,
-    )
+    return _benchmark(name, docs, kept, og, changed, top, main_score, source)
 
 
 def _with_og_judgments(
@@ -114,8 +106,29 @@ def _with_og_judgments(
     return kept
 
 
-def _only(table: dict[str, Any], keys: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in table.items() if k in keys}
+def _benchmark(
+    name: str,
+    corpus: dict[str, Document],
+    queries: dict[str, InstructionQuery],
+    og: Qrels,
+    changed: Qrels,
+    top: dict[str, list[str]] | None,
+    main_score: str,
+    source: str,
+    changed_documents: dict[str, list[str]] | None = None,
+) -> Benchmark:
+    """Both layouts end here: the kept queries, og qrels, and the changed qrels of the kept queries only."""
+    return Benchmark(
+        name=name,
+        corpus=corpus,
+        queries=queries,
+        qrels_og=og,
+        qrels_changed={qid: docs for qid, docs in changed.items() if qid in queries},
+        top_ranked=top,
+        main_score=main_score,
+        source=source,
+        changed_documents=changed_documents,
+    )
 
 
 _OG, _CHANGED = "-og", "-changed"
@@ -207,17 +220,7 @@ def followir_from_mteb_rows(
                 merged[base] = ids
         top = merged
     changed_documents = None if qrel_diff is None else _qrel_diff(as_rows(qrel_diff, "qrel_diff"), kept)
-    return Benchmark(
-        name=name,
-        corpus=docs,
-        queries=kept,
-        qrels_og=og,
-        qrels_changed=_only(changed, kept),
-        top_ranked=top,
-        main_score=main_score,
-        source=source,
-        changed_documents=changed_documents,
-    )
+    return _benchmark(name, docs, kept, og, changed, top, main_score, source, changed_documents)
 
 
 def _qrel_diff(table: Rows, queries: Mapping[str, Any]) -> dict[str, list[str]]:
