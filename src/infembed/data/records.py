@@ -61,8 +61,20 @@ class Triplet:
         """The three sibling pairs of the row, in the reference order: (I+,Q+)->P+, (I-,Q+)->P1-, (I+,Q-)->P2-."""
         return [
             Pair(self.instruction_positive, self.query_positive, self.document_positive, "pos", self.id),
-            Pair(self.instruction_negative, self.query_positive, self.hard_negative_document_1, "inst_neg", self.id),
-            Pair(self.instruction_positive, self.query_negative, self.hard_negative_document_2, "query_neg", self.id),
+            Pair(
+                self.instruction_negative,
+                self.query_positive,
+                self.hard_negative_document_1,
+                "inst_neg",
+                self.id,
+            ),
+            Pair(
+                self.instruction_positive,
+                self.query_negative,
+                self.hard_negative_document_2,
+                "query_neg",
+                self.id,
+            ),
         ]
 
     def to_dict(self) -> dict[str, Any]:

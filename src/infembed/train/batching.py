@@ -62,7 +62,9 @@ class TrainingBatch:
         return TrainingBatch(anchors_q + extra_q, anchors_i + extra_i, pos_p + extra_p, len(anchors_q), roles)
 
 
-def pairs_batch(pairs: Sequence[Pair], extra_instruction_negatives: int = 0, rng: random.Random | None = None) -> TrainingBatch:
+def pairs_batch(
+    pairs: Sequence[Pair], extra_instruction_negatives: int = 0, rng: random.Random | None = None
+) -> TrainingBatch:
     """A batch from flattened pairs; extra I-negatives are sampled from the batch's distinct instructions."""
     rng = rng or random.Random(0)
     queries = [p.query for p in pairs]
@@ -79,7 +81,9 @@ def pairs_batch(pairs: Sequence[Pair], extra_instruction_negatives: int = 0, rng
                 present.add((inst, pair.query))
                 extra_q.append(pair.query)
                 extra_i.append(inst)
-    return TrainingBatch(queries + extra_q, instructions + extra_i, passages, len(pairs), [p.role for p in pairs])
+    return TrainingBatch(
+        queries + extra_q, instructions + extra_i, passages, len(pairs), [p.role for p in pairs]
+    )
 
 
 def iter_batches(
