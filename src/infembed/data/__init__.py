@@ -1,4 +1,5 @@
-"""The data layer: records, file formats and training batches. The only place that reads or writes files."""
+"""The data layer: records and the shared file formats (benchmarks, InF-IR rows, qrels, runs), read and written
+here; see docs/architecture.md for who writes what."""
 
 from infembed.data.errors import DataError
 from infembed.data.records import Benchmark, Document, InstructionQuery, Pair, Triplet

@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from infembed.data import hub
-from infembed.data.errors import DataError
+from infembed.data.errors import DataError, SettingsError
 from infembed.data.jsonl import iter_jsonl, require_str, write_jsonl
 from infembed.data.records import OPTIONAL_TRIPLET_FIELDS, TRIPLET_ALIASES, TRIPLET_FIELDS, Triplet
 from infembed.data.rows import Table, as_rows
@@ -50,7 +50,7 @@ def parse_triplet(obj: dict, path: str | Path, line: int) -> Triplet:
 def read_triplets(path: str | Path, limit: int | None = None) -> list[Triplet]:
     """Read InF-IR rows from a JSONL file (or every ``*.jsonl`` in a directory, sorted by name)."""
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
-        raise ValueError(f"limit must be a whole number >= 0 (None for all rows), got {limit!r}")
+        raise SettingsError(f"limit must be a whole number >= 0 (None for all rows), got {limit!r}")
     path = Path(path)
     files = sorted(path.glob("*.jsonl")) if path.is_dir() else [path]
     if not files:
