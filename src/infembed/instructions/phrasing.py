@@ -1,0 +1,219 @@
+"""The English phrasings of an exclusion, as vocabulary tables and compiled regexes.
+
+Data for the rules splitter (:mod:`infembed.instructions.rules`): the nouns for "the things retrieved", the
+verbs and predicates that exclude ("are not relevant", "ignore", "I am not interested in"), the negations that
+do not exclude ("need not", "not only"), and the clause patterns built from them. No logic lives here; the
+rules module decides which pattern applies to a clause.
+"""
+
+from __future__ import annotations
+
+import re
+
+# ----------------------------------------------------------------------------------------- vocabulary
+# Nouns people use for "the things retrieved"; they are not part of an excluded aspect.
+ITEM = (
+    r"(?:documents?|docs?|passages?|articles?|papers?|pages?|web ?pages?|results?|texts?|studies|study|reports?|sources?|"
+    r"items?|entries|entry|records?|hits?|links?|posts?|content|materials?|information|info|stuff|things?|ones|those|"
+    r"anything|everything|something|any|abstracts?|publications?|works?|answers?|responses?|snippets?|sites?|websites?|"
+    r"listings?|reviews?(?= (?:that|which|who|about|on|of)\b)|threads?|mentions?|discussions?)"
+)
+VERB_LEAD = (
+    r"(?:deal(?:s|ing)?|discuss(?:es|ing)?|describ(?:e|es|ing)|mention(?:s|ing)?|cover(?:s|ing)?|address(?:es|ing)?|"
+    r"focus(?:es|ing)?|talk(?:s|ing)?|concern(?:s|ing)?|treat(?:s|ing)?|giv(?:e|es|ing)|list(?:s|ing)?|provid(?:e|es|ing)|"
+    r"present(?:s|ing)?|report(?:s|ing)?|contain(?:s|ing)?|includ(?:e|es|ing)|explain(?:s|ing)?|relat(?:e|es|ing)|"
+    r"refer(?:s|ring)?|centr?e(?:s|d)?|center(?:s|ed)?|revolv(?:e|es|ing)|rely|relies|relying|consider(?:s|ing)?|"
+    r"examin(?:e|es|ing)|analy[sz](?:e|es|ing)|stud(?:y|ies|ying)|show(?:s|ing)?|recommend(?:s|ing)?|"
+    r"offer(?:s|ing)?|promot(?:e|es|ing)|advertis(?:e|es|ing)|sell(?:s|ing)?|use(?:s)?|using|apply|applies|applying)"
+)
+LEAD_PREP = r"(?:with|on|about|of|in|to|upon|around|for)"
+
+# "X are not relevant", "X is irrelevant", "X should be excluded" ...
+NOT_WANTED = (
+    r"(?:(?:is|are|was|were|will be|would be|should be|shall be|must be|seems?|seem to be|count as|counts as)\s+)?"
+    r"(?:(?:not|n't|never|no longer)\s+(?:be\s+)?(?:considered\s+|deemed\s+|counted\s+(?:as\s+)?|judged\s+)?"
+    r"(?:relevant|wanted|needed|useful|helpful|of interest|interesting|pertinent|appropriate|acceptable|desired|"
+    r"required|applicable|in scope|within (?:the )?scope|on[- ]topic|what i(?:'m| am) (?:looking for|after)|"
+    r"what we(?:'re| are) (?:looking for|after))"
+    r"|(?:irrelevant|off[- ]topic|out of scope|out[- ]of[- ]scope|outside (?:the |my |our )?(?:scope|focus|topic|remit)|"
+    r"beyond (?:the |my |our )?scope|not in scope|unwanted|undesired|excluded|to be excluded|of no (?:interest|use|relevance)|"
+    r"no good|unhelpful|not what i(?:'m| am) (?:looking for|after)|not what we(?:'re| am| are) (?:looking for|after)|"
+    r"not what (?:i|we) (?:need|want|have in mind)|off[- ]limits|not needed|not wanted|"
+    r"ruled out|disqualified|not applicable|inapplicable))"
+)
+PASSIVE_REMOVE = (
+    r"(?:should|must|shall|need to|needs to|can|may|will|are to|is to|ought to)\s+(?:not\s+be\s+"
+    r"(?:retrieved|returned|included|shown|listed|considered|counted|ranked|surfaced|recommended|used)|be\s+"
+    r"(?:excluded|ignored|left out|omitted|skipped|discarded|filtered out|dropped|removed|disregarded|avoided|"
+    r"ranked (?:low|lower|last)|penali[sz]ed|rejected|set aside))"
+    r"|(?:do|does|did)\s*(?:not|n't)\s+(?:count|qualify|apply|matter|belong|fit)"
+)
+REMOVE_VERB = (
+    r"(?:ignore|skip|leave out|leave aside|avoid|exclude|rule out|filter out|omit|drop|discard|disregard|remove|"
+    r"eliminate|set aside|pass over|steer clear of|stay away from|forget about|forget|throw out|weed out|screen out|"
+    r"cut out|strip out|take out|don't bother with|do not bother with|no need for|spare me)"
+)
+DONT_RETURN = (
+    r"(?:do not|don't|dont|never|please do not|please don't|you should not|you shouldn't|we do not|we don't)\s+"
+    r"(?:(?:want to\s+)?(?:return|retrieve|include|show|give(?: me| us)?|provide|list|consider|bring up|surface|"
+    r"recommend|send(?: me| us)?|suggest|fetch|pull up|find|rank|count|use|mix in|add)|want|need|care (?:about|for))"
+)
+NOT_INTERESTED = (
+    r"(?:i(?:'m| am)|we(?:'re| are)|i'?m|user is|the user is)\s+(?:really\s+|just\s+|also\s+)?not\s+"
+    r"(?:(?:at all|really|very|particularly)\s+)?(?:interested in|looking for|after|concerned with|asking about|"
+    r"searching for|seeking|keen on|into|bothered about|curious about)"
+    r"|(?:i|we)\s+(?:do not|don't|dont|won't|will not|really don't|do not really)\s+"
+    r"(?:want|need|care about|care for|like|wish to see|want to see|want to read|want to hear about|need to see|"
+    r"need to know about|want to know about|want anything about|want anything on)"
+    r"|(?:i|we)\s+(?:have no (?:interest|use) (?:in|for)|am uninterested in|are uninterested in|dislike|hate)"
+    r"|(?:i'd|i would|we'd|we would|i'd much|i would much)\s+(?:much\s+)?rather not\s+(?:see|get|read|have|hear about|be shown)"
+    r"|no interest in|not interested in|uninterested in"
+)
+# negations that do not exclude anything
+NOT_EXCLUSION = re.compile(
+    r"\b(?:need(?:s)? not|needn't|do(?:es)? not (?:have|need) to|don't (?:have|need) to|not necessarily|not only|"
+    r"not just|not merely|not limited to|(?:does|do|did) not matter|doesn't matter|don't matter|no matter|"
+    r"whether or not|not required to|not strictly|not always|not all|cannot|can not|can't|not sure|not yet|"
+    r"no more than|no less than|no later than|no earlier than|no longer than|not more than|not less than|"
+    r"not older than|not earlier than|not later than|not exceed|no need to|not so much|not too|no doubt|"
+    r"nothing else|not important|is not essential|are not essential|is not a requirement|are not a requirement|"
+    r"not a must|none of the requirements|is not critical|(?:are|is) still (?:relevant|fine|welcome|acceptable|ok|useful))\b",
+    re.IGNORECASE,
+)
+FILLER_HEAD = re.compile(
+    r"^(?:(?:please|kindly|also|and|but|so|then|however|additionally|moreover|furthermore|in addition|too|"
+    r"finally|lastly|importantly|note that|note:|n\.b\.|nb:|just|simply|you can|you may|you should|feel free to|"
+    r"be sure to|make sure to|try to|we want to|i want you to|i'd like you to|go ahead and|it is fine to|it's fine to|"
+    r"it is ok to|it's ok to|ok to)[\s,:]+)+",
+    re.IGNORECASE,
+)
+TRAILING = re.compile(
+    r"(?:[\s,;:]+(?:please|thanks|thank you|either|as well|too|at all|entirely|altogether|completely|for now|"
+    r"for this search|for this query|for me|for us|here|in the results|from the results|from results|"
+    r"in this search|in your results|whatsoever|though|however|anyway|thx|pls|plz))+\s*$",
+    re.IGNORECASE,
+)
+ABBREVIATIONS = (
+    "e.g.",
+    "i.e.",
+    "etc.",
+    "vs.",
+    "cf.",
+    "al.",
+    "approx.",
+    "fig.",
+    "no.",
+    "dr.",
+    "mr.",
+    "mrs.",
+    "ms.",
+    "st.",
+    "u.s.",
+    "u.k.",
+    "e.u.",
+    "jr.",
+    "sr.",
+    "inc.",
+    "ltd.",
+    "co.",
+    "resp.",
+    "incl.",
+    "excl.",
+    "esp.",
+)
+
+
+# ----------------------------------------------------------------------------------------- aspects
+DETERMINER = re.compile(
+    r"^(?:any|all|the|those|these|such|other|another|more|further|some|every|each)\s+", re.IGNORECASE
+)
+SUBJECT_HEAD = re.compile(
+    rf"^(?:(?:any|all|the|those|these|such|other|some|every|each)\s+)*(?:relevant\s+|retrieved\s+|similar\s+)?{ITEM}"
+    rf"(?:\s*,)?(?:\s+(?:that|which|who|whose subject is|whose topic is|where))?"
+    rf"(?:\s+(?:are|is|were|was))?"
+    rf"(?:\s+(?:only|mainly|mostly|primarily|purely|solely|merely|exclusively|just|simply|largely|entirely|wholly))?"
+    rf"(?:\s+(?:about|on|regarding|concerning|covering|related to|relating to|dealing with|dedicated to|devoted to|"
+    rf"limited to|restricted to|specific to|focused on|focusing on|centered on|centred on|based on|"
+    rf"that (?:deal|discuss|describe|mention|cover|focus|talk|concern|treat)s?(?:\s+(?:only|mainly|mostly|primarily|solely|merely))?"
+    rf"(?:\s+{LEAD_PREP})?|{VERB_LEAD}(?:\s+(?:only|mainly|mostly|primarily|solely|merely|exclusively|just))?(?:\s+{LEAD_PREP})?))?"
+    rf"(?=\s|$)",
+    re.IGNORECASE,
+)
+ASPECT_HEAD = re.compile(
+    r"^(?:(?:only|mainly|mostly|purely|solely|merely|exclusively|just|simply|primarily|specifically)\s+)?"
+    r"(?:(?:anything|everything|something|stuff|material|content|information|info|things?|coverage|mentions?|"
+    r"discussions?|talk|results?|documents?|passages?|articles?|papers?|pages?|items?|posts?|texts?)\s+)?"
+    r"(?:(?:that|which)\s+(?:is|are)\s+)?"
+    r"(?:about|on|regarding|concerning|covering|related to|relating to|relevant to|dealing with|to do with|"
+    r"having to do with|pertaining to|involving|with respect to|referring to|in relation to|of|with|that (?:deal|discuss|"
+    r"mention|cover|describe|focus|talk|treat)s?(?:\s+(?:only\s+)?(?:with|on|about))?)\s+",
+    re.IGNORECASE,
+)
+
+
+# ----------------------------------------------------------------------------------------- clause rules
+def _compile(pattern: str) -> re.Pattern[str]:
+    return re.compile(pattern, re.IGNORECASE)
+
+
+# subject first: "<X> are not relevant", "<X> should be excluded", "<X>: not relevant"
+SUBJECT_RULE = _compile(
+    rf"^(?P<aspect>.+?)[\s,]*(?::\s*|\s+)(?:{NOT_WANTED}|{PASSIVE_REMOVE})(?P<rest>\b.*)?$"
+)
+# predicate first: "Not relevant: X", "Irrelevant are X", "Excluded: X"
+PREDICATE_FIRST = _compile(
+    r"^(?:not relevant|irrelevant|off[- ]topic|off[- ]limits|out of scope|excluded|exclusions?|exclude|not wanted|unwanted|"
+    r"not needed|not interested|no thanks|"
+    r"not of interest|do not include|don't include|avoid|skip|ignore|no)\s*[:\-–—]\s*(?P<aspect>.+)$"
+)
+NOT_RELEVANT_ARE = _compile(
+    r"^(?:not relevant|irrelevant|off[- ]topic|excluded) (?:are|is|would be|will be) (?P<aspect>.+)$"
+)
+# imperative: "ignore X", "please leave out X", "you can disregard X", "do not return X"
+IMPERATIVE = _compile(rf"^(?:{REMOVE_VERB}|{DONT_RETURN})\s+(?P<aspect>.+)$")
+FIRST_PERSON = _compile(rf"^(?:{NOT_INTERESTED})\s+(?P<aspect>.+)$")
+# short forms: "no X", "nothing on X", "not X", "none about X", "without X", "excluding X"
+SHORT = _compile(
+    r"^(?:no|nothing|none|not|nor|neither|never|without|excluding|except|except for|minus|sans|but not|and not|"
+    r"not any|zero)\b\s*(?:on|about|regarding|concerning|related to|relating to|to do with|of|from|that (?:is|are) about|"
+    r"dealing with|involving)?\s*(?P<aspect>.+)$"
+)
+# an exclusion inside a longer clause: "..., but not X", "..., excluding X", "... except X"
+# Found with finditer (the first cue after a word), not one anchored regex: ".*?" before and after an alternation
+# backtracks quadratically on long clauses ("a, a, a, ..." of 15,000 characters took 21 s).
+TAIL_CUE = _compile(
+    r"(?:,\s*|\s+|\s*[(\-–—]\s*)(?P<cue>but not|and not|not including|excluding|except for|except|"
+    r"with the exception of|apart from|aside from|other than|save for|leaving out|ignoring|skipping|avoiding|minus|"
+    r"without any|without(?! (?:regard|doubt|necessarily|exception|loss))|but nothing (?:on|about)|"
+    r"(?:pls|plz|please) no|(?:pls |plz |please )?(?:dont|don't|do not) (?:show(?: me)?|include|return|want|give me)|but no|though not|rather than|instead of|as opposed to|but please (?:skip|ignore|"
+    r"exclude|avoid|leave out|omit|drop)|but (?:skip|ignore|exclude|avoid|leave out|omit|drop|don't include|do not include|"
+    r"not interested in|i(?:'m| am) not interested in|i don't want|i do not want|please don't return|"
+    r"don't return|do not return|don't show|do not show))\s+"
+)
+
+
+# "Not X but Y (is what I want)": X excluded, Y kept ("not only X but also Y" is guarded as no exclusion)
+NOT_BUT = _compile(r"^not\s+(?P<aspect>[^,;]+?),?\s+but(?: rather)?\s+(?P<keep>.+)$")
+# a list continued in the same clause: "X is not relevant, as is Y / and so are Y / nor are Y"
+SAME_CLAUSE_MORE = _compile(
+    r"^,?\s*(?:as (?:is|are|do|does)|and so (?:is|are|do|does)|nor (?:is|are|do|does)|and neither (?:is|are)|"
+    r"as are|and the same (?:goes )?for|and likewise|and also|and)\s+(?P<aspect>.+?)(?:,?\s+(?:either|too|as well))?$"
+)
+# list continued: "Also X." after an exclusion sentence
+CONTINUATION = _compile(
+    r"^(?:also|and also|and|or|nor|same (?:goes )?for|likewise|similarly|ditto|as well as|plus|or any|and any|"
+    r"and no|or no|also no|nor any|neither)\b[\s,:]*(?P<aspect>.+)$"
+)
+SHORT_STOP = re.compile(
+    r"^(?:no|not|none|nothing|never|nor|neither|without|except|excluding|minus|zero)\s+"
+    r"(?:more|less|later|earlier|longer|shorter|matter|need|doubt|one|other|further|exception|problem|worries|"
+    r"difference|preference|particular|specific|strict|hard|restriction|limit|limitation|requirement|constraint|"
+    r"date|time|language|format|region|length|age|year|more than|less than|only|just|merely|necessarily|always|"
+    r"all|everything|surprise|wonder|way|relevant|irrelevant|applicable|important|needed|required|sure|exactly|"
+    r"really|quite|bad|good|much|many|too|very|yet|now|here|there)\b",
+    re.IGNORECASE,
+)
+VERB_IN_ASPECT = re.compile(
+    r"\b(?:is|are|was|were|be|been|being|has|have|had|must|should|may|might|can|could|will|would|shall|do|does|did)\b",
+    re.IGNORECASE,
+)

@@ -1,0 +1,276 @@
+"""The ``rules`` splitter: English clause patterns, no model, microseconds per instruction.
+
+:func:`rules_split` cuts an instruction into sentences and clauses, matches each clause against the patterns
+of :mod:`infembed.instructions.phrasing`, and collects the excluded aspects (cleaned to short standalone
+texts), the kept text, and per aspect the positive requirement stated in the same sentence (its guard).
+"""
+
+from __future__ import annotations
+
+import re
+
+from infembed.instructions.instruction import Instruction
+from infembed.instructions.phrasing import (
+    ABBREVIATIONS,
+    ASPECT_HEAD,
+    CONTINUATION,
+    DETERMINER,
+    FILLER_HEAD,
+    FIRST_PERSON,
+    IMPERATIVE,
+    ITEM,
+    NOT_BUT,
+    NOT_EXCLUSION,
+    NOT_RELEVANT_ARE,
+    PREDICATE_FIRST,
+    SAME_CLAUSE_MORE,
+    SHORT,
+    SHORT_STOP,
+    SUBJECT_HEAD,
+    SUBJECT_RULE,
+    TAIL_CUE,
+    TRAILING,
+    VERB_IN_ASPECT,
+)
+
+
+# ----------------------------------------------------------------------------------------- sentences
+def _sentences(text: str) -> list[str]:
+    """Split into sentences on . ! ? and line breaks, sparing abbreviations and decimals."""
+    masked = text
+    for i, abbr in enumerate(ABBREVIATIONS):
+        masked = re.sub(
+            re.escape(abbr),
+            lambda m, i=i: f"\x00{i}\x00" + "_" * (len(m.group(0)) - len(str(i)) - 2),
+            masked,
+            flags=re.IGNORECASE,
+        )
+    masked = re.sub(r"(?<=\d)\.(?=\d)", "\x01", masked)
+    out, start = [], 0
+    for match in re.finditer(r"[.!?]+(?=\s|$)|\n+", masked):
+        end = match.end()
+        piece = text[start:end].strip()
+        if piece:
+            out.append(piece)
+        start = end
+    tail = text[start:].strip()
+    if tail:
+        out.append(tail)
+    return out
+
+
+def strip_end(text: str) -> str:
+    return text.strip().rstrip(".!?;:,").strip()
+
+
+def _clean_aspect(text: str) -> str:
+    """The excluded aspect as a short standalone text: no item nouns, determiners, fillers or end punctuation."""
+    aspect = strip_end(text)
+    aspect = TRAILING.sub("", aspect)
+    aspect = FILLER_HEAD.sub("", aspect)
+    for _ in range(3):
+        before = aspect
+        head = SUBJECT_HEAD.match(aspect)
+        if head and head.end() < len(aspect):
+            aspect = aspect[head.end() :].strip(" ,:")
+        aspect = ASPECT_HEAD.sub("", aspect).strip(" ,:")
+        aspect = DETERMINER.sub("", aspect).strip(" ,:")
+        if aspect == before:
+            break
+    aspect = re.sub(r"^(?:with|on|about|of|in|for|to)\s+", "", aspect, flags=re.IGNORECASE)
+    aspect = re.sub(r"\s*[,(]\s*(?:or|and)?\s*$", "", aspect)
+    return strip_end(TRAILING.sub("", aspect))
+
+
+def _is_aspect(text: str) -> bool:
+    words = re.findall(r"[^\W_]+", text)
+    return bool(words) and not (
+        len(words) == 1
+        and words[0].lower() in {"it", "this", "that", "them", "these", "those", "one", "ones"}
+    )
+
+
+class _TailMatch:
+    def __init__(self, keep: str, cue: str, aspect: str):
+        self._groups = {"keep": keep, "cue": cue, "aspect": aspect}
+
+    def group(self, name: str) -> str:
+        return self._groups[name]
+
+
+def _tail_match(body: str) -> _TailMatch | None:
+    """``keep <cue> aspect`` at the first cue that follows a word and is followed by a parenthesis-free aspect
+    (a trailing ")" allowed)."""
+    for m in TAIL_CUE.finditer(body):
+        keep, aspect = body[: m.start()], body[m.end() :]
+        if aspect.endswith(")"):
+            aspect = aspect[:-1]
+        if not re.search(r"\w", keep) or not aspect.strip() or "(" in aspect or ")" in aspect:
+            continue
+        return _TailMatch(keep, m.group("cue"), aspect)
+    return None
+
+
+def _split_list(aspect: str) -> list[str]:
+    """One aspect per top-level list item ("X; Y", "X, or only Y", "X, nor Y"); "X or Y" stays one aspect."""
+    parts = re.split(
+        r"\s*;\s*|,\s*(?:or|and|nor)\s+(?=(?:only|those|ones|any|anything|documents?|passages?|articles?|papers?|"
+        r"about|on|with|that|which)\b)|,?\s+(?:or|and|nor)\s+(?:only|those|ones|anything|documents?|passages?|"
+        r"articles?|papers?)\s+(?:that|which|about|on|with|dealing)\b(?:\s+(?:only\s+)?(?:with|on|about))?|,\s*nor\s+",
+        aspect,
+        flags=re.IGNORECASE,
+    )
+    cleaned = [_clean_aspect(p) for p in parts]
+    return [p for p in cleaned if _is_aspect(p)]
+
+
+def _exclusion_of_clause(clause: str) -> tuple[str, list[str]] | None:
+    """``(kept text, aspects)`` when the clause excludes something, else None."""
+    body = FILLER_HEAD.sub("", strip_end(clause)).strip()
+    if not body:
+        return None
+    guarded = NOT_EXCLUSION.search(body)
+
+    def aspects_of(text: str) -> list[str]:
+        return _split_list(text)
+
+    # "Only X are relevant; anything other than X is not relevant" is a positive constraint, not an exclusion
+    if (
+        re.match(r"^(?:only|just|solely|exclusively)\b", body, re.IGNORECASE)
+        or re.search(
+            r"\b(?:other than|except|apart from|aside from|besides|but|save for)\b.*\b(?:not relevant|irrelevant|excluded|off[- ]topic)\b",
+            body,
+            re.IGNORECASE,
+        )
+        and re.match(
+            rf"^(?:any|all|no|other)?\s*{ITEM}?\s*(?:other than|except|apart from|aside from|besides|but|save for)\b",
+            body,
+            re.IGNORECASE,
+        )
+    ):
+        return None
+    if not guarded:
+        for rule in (PREDICATE_FIRST, NOT_RELEVANT_ARE):
+            m = rule.match(body)
+            if m and aspects_of(m.group("aspect")):
+                return "", aspects_of(m.group("aspect"))
+        m = SUBJECT_RULE.match(body)
+        if m and not re.match(
+            r"^(?:relevant )?(?:documents?|passages?|results?)$", strip_end(m.group("aspect")), re.IGNORECASE
+        ):
+            rest = (m.group("rest") or "").strip(" ,")
+            # "X are not relevant unless/if Y": conditional; the aspect is still X
+            aspect = m.group("aspect")
+            if aspects_of(aspect) and not re.match(
+                r"^(?:it|this|that|they|these|those)$", strip_end(aspect), re.IGNORECASE
+            ):
+                keep = ""
+                more: list[str] = []
+                if rest and re.match(
+                    r"^(?:but|however|;|,)?\s*(?:documents?|passages?|those|ones|anything)\b",
+                    rest,
+                    re.IGNORECASE,
+                ):
+                    keep = rest
+                elif (
+                    rest
+                    and (extra := SAME_CLAUSE_MORE.match(rest))
+                    and not VERB_IN_ASPECT.search(extra.group("aspect"))
+                ):
+                    more = aspects_of(extra.group("aspect"))
+                return keep, aspects_of(aspect) + more
+        for rule in (IMPERATIVE, FIRST_PERSON):
+            m = rule.match(body)
+            if m and aspects_of(m.group("aspect")):
+                return "", aspects_of(m.group("aspect"))
+        m = NOT_BUT.match(body)
+        if m and aspects_of(m.group("aspect")):
+            return m.group("keep").strip(" ,"), aspects_of(m.group("aspect"))
+        m = SHORT.match(body)
+        if (
+            m
+            and not SHORT_STOP.match(body)
+            and not VERB_IN_ASPECT.search(m.group("aspect"))
+            and aspects_of(m.group("aspect"))
+        ):
+            return "", aspects_of(m.group("aspect"))
+    m = _tail_match(body)
+    if m and m.group("cue").lower().startswith("without") and VERB_IN_ASPECT.search(m.group("aspect")):
+        m = None
+    if m and not NOT_EXCLUSION.search(m.group("cue") + " " + m.group("aspect")):
+        keep = m.group("keep").strip(" ,")
+        if re.search(r"\b(?:not only|not just|not merely)\s*$", keep, re.IGNORECASE):
+            return None
+        cue = m.group("cue").lower()
+        if cue in (
+            "other than",
+            "except",
+            "except for",
+            "apart from",
+            "aside from",
+            "save for",
+        ) and re.search(r"\b(?:anything|everything|all|any)\s*$", keep, re.IGNORECASE):
+            # "I want anything other than X": excludes X; "Anything except X" keeps nothing specific
+            keep = re.sub(r"\b(?:anything|everything|all|any)\s*$", "", keep).strip()
+        elif cue in ("rather than", "instead of", "as opposed to") and not re.search(r"\w", keep):
+            return None
+        if aspects_of(m.group("aspect")):
+            return keep, aspects_of(m.group("aspect"))
+    return None
+
+
+def _clauses(sentence: str) -> list[str]:
+    """A sentence's clauses: split at ';' and at ', but' / ', while' / ', and I ...' boundaries."""
+    parts = re.split(
+        r"\s*;\s*|,\s*(?=(?:but|however|though|while|whereas|yet)\s+(?!not\b|no\b|nothing\b|also\b))"
+        r"|,\s*(?=(?:no|not|nothing|none|never|ignore|skip|leave out|exclude|excluding|avoid|omit|drop|disregard|"
+        r"except|please (?:don't|do not|skip|ignore|exclude|leave out|omit))\b)"
+        r"|\s*\((?=(?:not|no|excluding|except|but not)\b)|\s+-\s+|\s+—\s+",
+        sentence,
+        flags=re.IGNORECASE,
+    )
+    return [
+        p.strip().rstrip(")").strip() if p.strip().endswith(")") and "(" not in p else p
+        for p in parts
+        if p and p.strip()
+    ]
+
+
+def rules_split(text: str) -> Instruction:
+    keep_parts: list[str] = []
+    exclude: list[str] = []
+    guards: list[str] = []
+    previous_excluded = False
+    for sentence in _sentences(text):
+        sentence_keep: list[str] = []
+        sentence_excluded = False
+        first_new = len(exclude)
+        for clause in _clauses(sentence):
+            found = _exclusion_of_clause(clause)
+            if found is None and previous_excluded:
+                m = CONTINUATION.match(strip_end(clause))
+                if m and not VERB_IN_ASPECT.search(m.group("aspect")) and _split_list(m.group("aspect")):
+                    found = ("", _split_list(m.group("aspect")))
+            if found is None:
+                sentence_keep.append(clause)
+                previous_excluded = False
+                continue
+            kept, aspects = found
+            for aspect in aspects:
+                if aspect.lower() not in {e.lower() for e in exclude}:
+                    exclude.append(aspect)
+                    guards.append("")
+            if kept:
+                sentence_keep.append(kept)
+            sentence_excluded = previous_excluded = True
+        if sentence_keep:
+            joined = "; ".join(strip_end(p) if sentence_excluded else p.strip() for p in sentence_keep)
+            if sentence_excluded or not re.search(r"[.!?;]$", joined):
+                terminal = re.search(r"[.!?]$", sentence.strip())
+                joined = strip_end(joined) + (terminal.group(0) if terminal else "")
+            keep_parts.append(joined)
+            if sentence_excluded:
+                for index in range(first_new, len(exclude)):
+                    guards[index] = strip_end(joined)
+    keep = " ".join(p for p in keep_parts if p.strip()).strip()
+    return Instruction(keep=keep, exclude=exclude, guards=guards)
