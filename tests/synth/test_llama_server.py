@@ -59,7 +59,10 @@ def test_synth_run_survives_sigkill_and_reruns_for_free(llama, seed_dir, tmp_pat
     started = time.monotonic()
     process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 1200
-    while time.monotonic() < deadline and process.poll() is None and _lines(out / "instructions.jsonl") < 6:
+    # mid-run: a few rows through stage 1 (written or rejected), most still to do
+    while time.monotonic() < deadline and process.poll() is None:
+        if _lines(out / "instructions.jsonl") + _lines(out / "rejects.jsonl") >= 6:
+            break
         time.sleep(0.2)
     assert process.poll() is None, process.communicate()[0].decode()
     process.send_signal(signal.SIGKILL)

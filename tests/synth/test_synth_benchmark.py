@@ -187,6 +187,7 @@ def test_structured_prompts_and_answers():
     assert structured.unwrap('{"answer": 3}', "Answer") == "Answer: 3"
     assert structured.unwrap('{"other": "x"}', "Answer") == '{"other": "x"}'
     assert structured.unwrap("not json", "Answer") == "not json"
+    assert structured.unwrap('{"restriction": "<the added sentence>"}', "Restriction") == "Restriction: "
     assert structured.strip_label("**Restriction:** Only X.", "Restriction") == "Only X."
     with pytest.raises(ValueError, match="reply line"):
         structured.json_messages(judge, "Instruction")
