@@ -7,24 +7,33 @@ objectives over any non-empty combination of the three *marginal* negative sets:
 * ``I``: other instructions joined with the anchor's query, scored against the anchor's passage,
 * ``IQ``: other instruction+query texts scored against the anchor's passage.
 
-It works on embeddings only (:class:`EmbeddedBatch`), so the trainer decides how texts are encoded,
-gathered across devices or cached. See ``docs/losses.md`` for the mapping to the paper and to the
+It works on embeddings only (:class:`~infembed.contrastive_batch.EmbeddedBatch`, re-exported here with
+:func:`~infembed.contrastive_batch.build_batch_ids` as the loss' input), so the trainer decides how texts are
+encoded, gathered across devices or cached; which candidates form each negative set is worked out in
+:mod:`infembed.contrastive_batch`. See ``docs/losses.md`` for the mapping to the paper and to the
 authors' reference code.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from infembed.contrastive_batch import (
+    NEGATIVE_SETS,
+    REFERENCE_NEGATIVES,
+    EmbeddedBatch,
+    build_batch_ids,
+    check_batch,
+    negative_masks,
+    parse_negatives,
+)
 from infembed.data.errors import SettingsError
-from infembed.data.records import text_id
 
 __all__ = [
     "NEGATIVE_SETS",
@@ -33,114 +42,14 @@ __all__ = [
     "build_batch_ids",
 ]
 
-#: The marginal negative sets, in canonical order.
-NEGATIVE_SETS: tuple[str, ...] = ("P", "I", "IQ")
-# The reference code's names for the same sets are accepted as aliases.
-_NEGATIVE_SETS = ("P", "I", "IQ")
 _OBJECTIVES = ("uni", "multi")
 _IQ_READINGS = ("anchors", "instruction_with_other_queries")
 _POSITIVE_COUNTS = ("once", "per_set")
-#: The reference code's vocabulary (docs/losses.md), for :meth:`InFEmbedLoss.from_reference` only: its negative
-#: sets, and its objective names, which are the other way round from the paper's equations.
-REFERENCE_NEGATIVES = {"qk": "P", "only_neg": "I", "kq": "IQ"}
+#: The reference code's objective names (docs/losses.md), for :meth:`InFEmbedLoss.from_reference` only: they
+#: are the other way round from the paper's equations.
 REFERENCE_OBJECTIVES = {"uni": "multi", "add": "uni", "multi": "uni"}
 #: Upper bound of a learned scale (1 / temperature), as in CLIP: keeps the logits from exploding.
 MAX_LEARNED_SCALE = 100.0
-
-
-@dataclass
-class EmbeddedBatch:
-    """Embeddings of one training batch plus the text identity of every row.
-
-    Attributes:
-        queries: ``(N + K, d)`` embeddings of joined instruction+query texts. The first ``N`` rows are the
-            anchors ``iq_{i,i}``, anchor ``i`` having positive passage ``i``; the last ``K`` rows are extra
-            combinations (e.g. another in-batch instruction joined with an anchor's query) that are only ever
-            negatives.
-        passages: ``(M, d)`` passage embeddings, ``M >= N``. ``passages[i]`` is the positive of anchor ``i`` for
-            ``i < N``; rows ``>= N`` are extra passages (negatives only).
-        instruction_ids: ``(N + K,)`` integer identity of each query row's instruction text (equal id <=> same text).
-        query_ids: ``(N + K,)`` integer identity of each query row's query text.
-        passage_ids: ``(M,)`` integer identity of each passage text.
-        num_anchors: ``N``. ``None`` means ``min(len(queries), len(passages))``, which is right when there are no
-            extra query rows (``K = 0``) or no extra passages (``M = N``). Set it when the batch has both.
-
-    Build the id tensors with :func:`build_batch_ids`.
-    """
-
-    queries: Tensor
-    passages: Tensor
-    instruction_ids: Tensor
-    query_ids: Tensor
-    passage_ids: Tensor
-    num_anchors: int | None = None
-
-    @property
-    def anchors(self) -> int:
-        """The number of anchors ``N``."""
-        if self.num_anchors is not None:
-            return int(self.num_anchors)
-        return min(self.queries.shape[0], self.passages.shape[0])
-
-
-def build_batch_ids(texts: Sequence[str]) -> Tensor:
-    """Map texts to int64 identity ids: equal texts get equal ids, different texts different ids.
-
-    The id is a 63-bit BLAKE2b hash of the UTF-8 text, so it is the same in every batch, process and rank:
-    ids built on different devices can be all-gathered and compared. (A collision needs about 3e9 distinct
-    texts in one batch to become likely.)
-
-    Example::
-
-        >>> ids = build_batch_ids(["find reviews", "find news", "find reviews"])
-        >>> bool(ids[0] == ids[2]), bool(ids[0] == ids[1])
-        (True, False)
-    """
-    if isinstance(texts, str):
-        raise TypeError("build_batch_ids expects a sequence of texts, not a single string")
-    ids = []
-    for text in texts:
-        if not isinstance(text, str):
-            raise TypeError(f"build_batch_ids expects strings, got {type(text).__name__}: {text!r}")
-        ids.append(text_id(text))
-    return torch.tensor(ids, dtype=torch.long)
-
-
-def _parse_negatives(negatives: str | Iterable[str]) -> tuple[str, ...]:
-    if isinstance(negatives, str):
-        items = [part for part in negatives.replace("+", ",").split(",") if part.strip()]
-    else:
-        try:
-            items = list(negatives)
-        except TypeError:
-            raise SettingsError(
-                f"negatives must be a subset of {{'P', 'I', 'IQ'}} given as a tuple/list or a string like 'P,I'; "
-                f"got {negatives!r}"
-            ) from None
-    chosen = set()
-    for item in items:
-        if not isinstance(item, str):
-            raise SettingsError(
-                f"negatives must contain strings among 'P', 'I', 'IQ'; got {item!r} in {negatives!r}"
-            )
-        key = item.strip().upper()
-        if key not in _NEGATIVE_SETS:
-            hint = (
-                f" ({item!r} is the reference code's name: build the loss with InFEmbedLoss.from_reference)"
-                if item.strip().lower() in REFERENCE_NEGATIVES
-                else ""
-            )
-            raise SettingsError(
-                f"unknown negative set {item!r} in negatives={negatives!r}: use 'P' (other passages), 'I' (other "
-                f"instructions with the same query) or 'IQ' (other instruction+query texts), e.g. negatives=('P', 'I')"
-                + hint
-            )
-        chosen.add(key)
-    if not chosen:
-        raise SettingsError(
-            f"negatives must name at least one of 'P', 'I', 'IQ'; got {negatives!r}. The paper's best is ('P', 'I')."
-        )
-    return tuple(name for name in NEGATIVE_SETS if name in chosen)
 
 
 def _check_choice(name: str, value: Any, choices: tuple[str, ...]) -> str:
@@ -298,7 +207,7 @@ class InFEmbedLoss(nn.Module):
         """
         super().__init__()
         self.objective = _check_choice("objective", objective, _OBJECTIVES)
-        self.negatives = _parse_negatives(negatives)
+        self.negatives = parse_negatives(negatives)
         self.iq_negatives = _check_choice("iq_negatives", iq_negatives, _IQ_READINGS)
         self.positive_count = _check_choice("positive_count", positive_count, _POSITIVE_COUNTS)
         if not isinstance(mask_duplicates, bool):
@@ -357,7 +266,10 @@ class InFEmbedLoss(nn.Module):
                 )
             translated.append(REFERENCE_NEGATIVES[name.strip().lower()])
         return cls(
-            objective=REFERENCE_OBJECTIVES[key], negatives=translated, mask_duplicates=mask_duplicates, **settings
+            objective=REFERENCE_OBJECTIVES[key],
+            negatives=translated,
+            mask_duplicates=mask_duplicates,
+            **settings,
         )
 
     @property
@@ -406,7 +318,7 @@ class InFEmbedLoss(nn.Module):
 
     def compute_loss_from_embeddings(self, batch: EmbeddedBatch) -> Tensor:
         """The loss (a scalar, mean over anchors) of one :class:`EmbeddedBatch`."""
-        n = _check_batch(batch)
+        n = check_batch(batch)
         queries, passages = batch.queries, batch.passages
         if queries.dtype in (torch.float16, torch.bfloat16):
             # logits up to 100 and sums over the batch: do the softmax part in float32
@@ -415,42 +327,25 @@ class InFEmbedLoss(nn.Module):
         passages = F.normalize(passages, dim=-1)
         device = queries.device
         scale = self._scale_tensor(queries.dtype, device)
-        instruction_ids = batch.instruction_ids.to(device)
-        query_ids = batch.query_ids.to(device)
-        passage_ids = batch.passage_ids.to(device)
         anchors, positives = queries[:n], passages[:n]
 
         positive = scale * (anchors * positives).sum(dim=-1)  # (N,)
+        masks = negative_masks(
+            batch,
+            self.negatives,
+            iq_negatives=self.iq_negatives,
+            mask_duplicates=self.mask_duplicates,
+            device=device,
+        )
         negative_logits: list[Tensor] = []  # one (N, C) matrix per selected set, masked entries at -inf
-
-        if "P" in self.negatives:
+        if "P" in masks:
             scores = scale * anchors @ passages.T  # (N, M): s(p_m, iq_{i,i})
-            keep = ~_eye(n, passages.shape[0], device)
-            if self.mask_duplicates:
-                keep &= passage_ids[None, :] != passage_ids[:n, None]
-            negative_logits.append(scores.masked_fill(~keep, -math.inf))
-
-        if "I" in self.negatives or "IQ" in self.negatives:
+            negative_logits.append(scores.masked_fill(~masks["P"], -math.inf))
+        if "I" in masks or "IQ" in masks:
             scores = scale * positives @ queries.T  # (N, N+K): s(p_i, q_r)
-            not_self = ~_eye(n, queries.shape[0], device)
-            same_query = query_ids[None, :] == query_ids[:n, None]
-            same_instruction = instruction_ids[None, :] == instruction_ids[:n, None]
-            if "I" in self.negatives:
-                keep = not_self & same_query
-                if self.mask_duplicates:
-                    keep &= ~same_instruction
-                negative_logits.append(scores.masked_fill(~keep, -math.inf))
-            if "IQ" in self.negatives:
-                if self.iq_negatives == "anchors":
-                    is_anchor = torch.arange(queries.shape[0], device=device) < n
-                    keep = not_self & is_anchor[None, :]
-                    if self.mask_duplicates:
-                        keep &= ~(same_instruction & same_query)
-                else:
-                    keep = not_self & same_instruction
-                    if self.mask_duplicates:
-                        keep &= ~same_query
-                negative_logits.append(scores.masked_fill(~keep, -math.inf))
+            negative_logits += [
+                scores.masked_fill(~masks[name], -math.inf) for name in ("I", "IQ") if name in masks
+            ]
 
         positive_column = positive[:, None]
         if self.objective == "uni":
@@ -464,42 +359,3 @@ class InFEmbedLoss(nn.Module):
             log_denominator = torch.logsumexp(torch.cat([positive_column, *negative_logits], dim=1), dim=1)
             per_anchor = log_denominator - positive
         return per_anchor.mean()
-
-
-def _eye(rows: int, cols: int, device: torch.device) -> Tensor:
-    return torch.eye(rows, cols, dtype=torch.bool, device=device)
-
-
-def _check_batch(batch: EmbeddedBatch) -> int:
-    """Validate shapes; return the number of anchors."""
-    if not isinstance(batch, EmbeddedBatch):
-        raise TypeError(f"InFEmbedLoss expects an EmbeddedBatch, got {type(batch).__name__}")
-    queries, passages = batch.queries, batch.passages
-    if queries.dim() != 2 or passages.dim() != 2:
-        raise SettingsError(
-            f"queries and passages must be 2-D (rows, dim); got shapes {tuple(queries.shape)} and {tuple(passages.shape)}"
-        )
-    if queries.shape[1] != passages.shape[1]:
-        raise SettingsError(
-            f"queries and passages must have the same embedding size; got {queries.shape[1]} and {passages.shape[1]}"
-        )
-    for name, ids, rows in (
-        ("instruction_ids", batch.instruction_ids, queries.shape[0]),
-        ("query_ids", batch.query_ids, queries.shape[0]),
-        ("passage_ids", batch.passage_ids, passages.shape[0]),
-    ):
-        if ids.dim() != 1 or ids.shape[0] != rows:
-            raise SettingsError(
-                f"{name} must be 1-D with {rows} entries (one per row); got shape {tuple(ids.shape)}"
-            )
-        if ids.dtype.is_floating_point or ids.dtype.is_complex:
-            raise SettingsError(
-                f"{name} must hold integer text ids (see build_batch_ids); got dtype {ids.dtype}"
-            )
-    n = batch.anchors
-    if not 1 <= n <= min(queries.shape[0], passages.shape[0]):
-        raise SettingsError(
-            f"num_anchors must be between 1 and min(len(queries), len(passages)) = "
-            f"{min(queries.shape[0], passages.shape[0])}; got {n}"
-        )
-    return n
