@@ -2,8 +2,8 @@
 
 Invariants: a good run exits 0, writes results.json and prints the x100 table; ``report --plot`` writes a PNG.
 Bad input (a benchmark dir that does not exist, a malformed queries.jsonl line or field, a results file that
-is not JSON or not a results object, neither --model nor --retriever) exits with status 2 and one message
-that names the file, line and field (or the missing flag), never a Python traceback.
+is not JSON or not a results object) exits with status 2 and one message that names the file, line and field,
+never a Python traceback. Neither --model nor --retriever evaluates the default model, named by its real name.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ def test_eval_bm25_then_report_with_plot(data_dir, tmp_path):
     row = next(line for line in done.stdout.splitlines() if "followir-cranfield" in line)
     cells = [cell.strip() for cell in re.split(r"[│|]", row) if cell.strip()]
     shown = [f"{100 * result['p-MRR']:.1f}", f"{100 * result['score']:.1f}"]
-    assert cells[:4] == ["followir-cranfield", "bm25", *shown]
+    assert cells[:4] == ["followir-cranfield", "BM25", *shown]
     assert f"{100 * result['og']['ndcg_at_5']:.1f}" in cells
     assert f"{100 * result['og']['ndcg_at_10']:.1f}" in cells
     assert "Traceback" not in done.stderr
@@ -89,7 +89,6 @@ BAD_CASES = [
     "missing-text-field",
     "results-not-json",
     "results-not-an-object",
-    "no-model",
 ]
 
 
@@ -123,7 +122,7 @@ def bad_runs(tmp_path_factory) -> dict[str, tuple[subprocess.CompletedProcess, l
             bad.write_text("[1, 2]\n")
             args, expected = ["report", bad], [str(bad), "field '[0]'"]
         else:
-            args, expected = ["eval", "--benchmark", bench], ["--model", "--retriever"]
+            raise AssertionError(case)
         process = subprocess.Popen(
             [str(INFEMBED), *map(str, args)],
             cwd=root,
@@ -150,3 +149,15 @@ def test_bad_input_exits_2_with_a_clear_message(case, bad_runs):
         assert squeeze(part) in message, done.stderr
     if case in ("malformed-json-line", "missing-text-field"):
         assert squeeze(str(bench / "queries.jsonl")) in message  # the full path, not just the name
+
+
+def test_eval_without_model_uses_the_default_model_by_its_name(tmp_path):
+    bench = write_benchmark(tmp_path / "bench")
+    out = tmp_path / "runs"
+    done = infembed("eval", "--benchmark", bench, "--output", out, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    (written,) = out.glob("*.json")
+    assert written.name == "bench__all-MiniLM-L6-v2.json"
+    assert json.loads(written.read_text())["model"] == "all-MiniLM-L6-v2"
+    row = next(line for line in done.stdout.splitlines() if line.lstrip("│| ").startswith("bench"))
+    assert [cell.strip() for cell in re.split(r"[│|]", row) if cell.strip()][1] == "all-MiniLM-L6-v2"

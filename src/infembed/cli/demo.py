@@ -20,9 +20,10 @@ def demo_command(
 ) -> None:
     """Evaluate BM25 and the base MiniLM on the Cranfield dev benchmarks, train InF-Embed (multivariate P,I) on
     the shared InF-IR sample, evaluate the trained model, each plain and with exclusion-aware scoring, and print
-    the table and a PNG."""
+    the table, a PNG and an HTML page with a per-query explorer."""
     from infembed.data.benchmarks import load_benchmark
     from infembed.data.jsonl import write_json
+    from infembed.evaluate.html import write_html
     from infembed.evaluate.report import plot_results, print_results
     from infembed.evaluate.retrievers import build_retriever
     from infembed.evaluate.runner import evaluate
@@ -49,3 +50,4 @@ def demo_command(
                 write_json(output / "results" / f"{bench.name}__{Path(name).name.split(' ')[0]}{suffix}.json", result)
     print_results(results, title="infembed demo: instruction following on Cranfield dev (x100)")
     console.print(f"wrote {plot_results(results, output / 'demo.png')}")
+    console.print(f"wrote {write_html(results, output / 'demo.html', title='infembed demo')}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import typer
@@ -13,7 +14,7 @@ from infembed.cli import app, console, friendly_errors
 @friendly_errors
 def eval_command(
     benchmark: list[str] = typer.Option(..., "--benchmark", "-b", help="Benchmark dir or name (followir/core17, bright/biology, mair/<task>); repeat for several."),
-    model: list[str] = typer.Option(None, "--model", "-m", help="Model dir or hub name ('default' = packaged all-MiniLM-L6-v2); repeat for several."),
+    model: list[str] = typer.Option(None, "--model", "-m", help="Model dir or hub name ('default' = packaged all-MiniLM-L6-v2, also used when neither --model nor --retriever is given); repeat for several."),
     retriever: list[str] = typer.Option(None, "--retriever", "-r", help="'bm25' (or 'dense', which needs --model)."),
     template: str = typer.Option(None, "--template", help="How instruction and query are joined: '{query} {instruction}' (default, mteb's), 'instruction-first', 'instruct', or any string with {query} and {instruction}. Default: the model's saved template."),
     top_k: int = typer.Option(1000, "--top-k", help="Documents kept per query when searching the whole corpus."),
@@ -28,13 +29,13 @@ def eval_command(
     """Evaluate retrievers on instruction benchmarks: p-MRR, MAP@1000, nDCG@k (printed x100), results.json."""
     from infembed.data.benchmarks import load_benchmark
     from infembed.data.jsonl import write_json
-    from infembed.evaluate.report import print_results
+    from infembed.evaluate.report import canonical_model_name, model_labels, print_results
     from infembed.evaluate.retrievers import build_retriever
     from infembed.evaluate.runner import evaluate
 
     specs = [r for r in (retriever or []) if r != "dense"] + list(model or [])
-    if not specs:
-        raise ValueError("give --model M and/or --retriever bm25")
+    if not specs:  # nothing named: the packaged default model, as `-m default`
+        specs = ["default"]
     if top_k < 1:
         raise ValueError(f"--top-k must be at least 1, got {top_k}")
     if batch_size < 1:
@@ -50,15 +51,16 @@ def eval_command(
         for spec in specs:
             ret = build_retriever(spec, template=template, batch_size=batch_size, device=device, cache=not no_cache,
                                   exclusions=exclusions, exclusion_splitter=splitter)
-            results.append(evaluate(bench, ret, top_k=top_k, model_name=spec))
+            results.append(evaluate(bench, ret, top_k=top_k, model_name=canonical_model_name(spec)))
     print_results(results)
     if output is not None:
         if len(results) == 1 and output.suffix == ".json":
             write_json(output, results[0])
         else:
-            for r in results:
-                name = f"{Path(r['benchmark']).name}__{Path(str(r['model'])).name}.json".replace("/", "_")
-                write_json(output / name, r)
+            # one file per run, named by the model's label: labels are unique, so no run overwrites another
+            for r, label in zip(results, model_labels(results)):
+                stem = "bm25" if r["model"] == "bm25" else re.sub(r"[^\w.+-]+", "_", label)
+                write_json(output / f"{Path(r['benchmark']).name}__{stem}.json".replace("/", "_"), r)
         console.print(f"wrote {output}")
 
 
@@ -102,10 +104,11 @@ def exclusion_splitter_from_flags(exclusions: str, url: str | None, model: str |
 @friendly_errors
 def report_command(
     results: list[Path] = typer.Argument(..., help="results.json files written by `infembed eval`."),
-    plot: Path = typer.Option(None, "--plot", help="Write a PNG comparing the runs."),
+    plot: Path = typer.Option(None, "--plot", help="Write a PNG comparing the runs (a panel per benchmark, a row per model)."),
+    html: Path = typer.Option(None, "--html", help="Write one self-contained HTML page: the table, the plots and a per-query explorer (which documents each instruction moved, every model's top 10)."),
     json_out: Path = typer.Option(None, "--json", help="Write all runs' headline numbers as one JSON file."),
 ) -> None:
-    """Compare evaluation runs: one table (x100) and optionally a PNG and a JSON summary."""
+    """Compare evaluation runs: one table (x100) and optionally a PNG, an HTML page and a JSON summary."""
     from infembed.data.jsonl import write_json
     from infembed.evaluate.report import load_results, plot_results, print_results
 
@@ -114,6 +117,10 @@ def report_command(
     if plot is not None:
         console.print(f"wrote {plot_results(runs, plot)}")
     if json_out is not None:
+    if html is not None:
+        from infembed.evaluate.html import write_html
+
+        console.print(f"wrote {write_html(runs, html)}")
         summary = [{k: r.get(k) for k in ("benchmark", "model", "p-MRR", "score", "main_score", "og", "n_queries")} for r in runs]
         write_json(json_out, summary)
         console.print(f"wrote {json_out}")

@@ -8,6 +8,7 @@ scored against the og qrels (mteb v1's FollowIR loader swapped the two qrels fil
 
 from __future__ import annotations
 
+import heapq
 import inspect
 import math
 import time
@@ -55,6 +56,39 @@ def _record_splits(result: dict[str, Any], benchmark: Benchmark, retriever: Retr
 
 
 def evaluate(benchmark: Benchmark, retriever: Retriever, *, top_k: int = 1000, model_name: str | None = None) -> dict[str, Any]:
+#: documents of each run kept per query in results.json, for the report's per-query explorer
+TOP_SHOWN = 10
+
+
+def _top(scores: dict[str, float], qrels: dict[str, int]) -> list[list]:
+    """The run's first TOP_SHOWN documents as ``[doc id, judged relevance]`` (ties broken as :func:`rank_of`)."""
+    best = heapq.nlargest(TOP_SHOWN, scores.items(), key=lambda item: (item[1], item[0]))
+    return [[doc_id, qrels.get(doc_id, 0)] for doc_id, _ in best]
+
+
+def _record_explorer(result: dict[str, Any], benchmark: Benchmark, run_og: dict, run_changed: dict | None) -> None:
+    """Per query, what a reader needs to see what the instruction moved: the texts, each run's top 10 with
+    judgments and a short title of every document shown (the changed documents' ranks are already there)."""
+    for q, entry in result["per_query"].items():
+        query = benchmark.queries[q]
+        entry["text"] = query.text
+        entry["instruction_og"] = query.instruction_og
+        entry["instruction_changed"] = query.instruction_changed
+        entry["top_og"] = _top(run_og.get(q, {}), benchmark.qrels_og.get(q, {}))
+        shown = [d for d, _ in entry["top_og"]]
+        if run_changed is not None and q in run_changed:
+            entry["top_changed"] = _top(run_changed[q], (benchmark.qrels_changed or {}).get(q, {}))
+            shown += [d for d, _ in entry["top_changed"]]
+        shown += list(entry.get("changed_documents", {}))
+        entry["titles"] = {d: _title(benchmark, d) for d in dict.fromkeys(shown) if d in benchmark.corpus}
+
+
+def _title(benchmark: Benchmark, doc_id: str, length: int = 70) -> str:
+    doc = benchmark.corpus[doc_id]
+    text = " ".join((doc.title or doc.text).split())
+    return text if len(text) <= length else text[: length - 1] + "…"
+
+
     if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
         raise ValueError(f"top_k must be a whole number >= 1, got {top_k!r}")
     start = time.perf_counter()
@@ -91,6 +125,7 @@ def evaluate(benchmark: Benchmark, retriever: Retriever, *, top_k: int = 1000, m
         "exclusions": _exclusions_record(retriever),
     }
     if benchmark.has_changed:
+    run_changed = None
         changed_qids = [q for q in qids if benchmark.queries[q].instruction_changed is not None]
         run_changed = retriever.retrieve(
             changed_qids, [benchmark.queries[q].text for q in changed_qids],
@@ -109,4 +144,5 @@ def evaluate(benchmark: Benchmark, retriever: Retriever, *, top_k: int = 1000, m
                 entry["changed_documents"] = pm.per_document[q]
     _record_splits(result, benchmark, retriever, qids)
     result["seconds"] = round(time.perf_counter() - start, 3)
+    _record_explorer(result, benchmark, run_og, run_changed)
     return result
