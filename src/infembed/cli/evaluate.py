@@ -116,11 +116,11 @@ def report_command(
     print_results(runs, title="infembed report")
     if plot is not None:
         console.print(f"wrote {plot_results(runs, plot)}")
-    if json_out is not None:
     if html is not None:
         from infembed.evaluate.html import write_html
 
         console.print(f"wrote {write_html(runs, html)}")
+    if json_out is not None:
         summary = [{k: r.get(k) for k in ("benchmark", "model", "p-MRR", "score", "main_score", "og", "n_queries")} for r in runs]
         write_json(json_out, summary)
         console.print(f"wrote {json_out}")

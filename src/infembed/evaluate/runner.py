@@ -55,7 +55,6 @@ def _record_splits(result: dict[str, Any], benchmark: Benchmark, retriever: Retr
                 result["per_query"][q][f"split_{field}"] = split.to_json()
 
 
-def evaluate(benchmark: Benchmark, retriever: Retriever, *, top_k: int = 1000, model_name: str | None = None) -> dict[str, Any]:
 #: documents of each run kept per query in results.json, for the report's per-query explorer
 TOP_SHOWN = 10
 
@@ -89,6 +88,7 @@ def _title(benchmark: Benchmark, doc_id: str, length: int = 70) -> str:
     return text if len(text) <= length else text[: length - 1] + "…"
 
 
+def evaluate(benchmark: Benchmark, retriever: Retriever, *, top_k: int = 1000, model_name: str | None = None) -> dict[str, Any]:
     if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
         raise ValueError(f"top_k must be a whole number >= 1, got {top_k!r}")
     start = time.perf_counter()
@@ -124,8 +124,8 @@ def _title(benchmark: Benchmark, doc_id: str, length: int = 70) -> str:
         "reranking": candidates is not None,
         "exclusions": _exclusions_record(retriever),
     }
-    if benchmark.has_changed:
     run_changed = None
+    if benchmark.has_changed:
         changed_qids = [q for q in qids if benchmark.queries[q].instruction_changed is not None]
         run_changed = retriever.retrieve(
             changed_qids, [benchmark.queries[q].text for q in changed_qids],
@@ -143,6 +143,6 @@ def _title(benchmark: Benchmark, doc_id: str, length: int = 70) -> str:
                 entry["p-MRR"] = pm.per_query[q]
                 entry["changed_documents"] = pm.per_document[q]
     _record_splits(result, benchmark, retriever, qids)
-    result["seconds"] = round(time.perf_counter() - start, 3)
     _record_explorer(result, benchmark, run_og, run_changed)
+    result["seconds"] = round(time.perf_counter() - start, 3)
     return result
