@@ -19,6 +19,15 @@ instruction per anchor (``extra_instruction_negatives=1``, the default: 48 more 
 without (``=0``: the siblings' instructions only), relative to P-only.
 
     .venv/bin/python bench/train.py [--rounds 2] [--multivariate-rounds 1] [--steps 10] [--threads 1] [--data DIR]
+
+Under torchrun (``WORLD_SIZE`` > 1, gloo on CPU) it instead times the cross-rank gradient sum: our P-only
+training step with the gradients summed in ~25 MiB flattened buckets (``distributed.sum_gradients``, the
+default) against one collective per parameter (``bucket_mb=0``), in the same processes. The two modes alternate
+step by step within a training run (so load drifts hit both alike), and each of the ``2 x --rounds`` runs starts
+with the other mode (so every batch is timed in both); each rank holds 16 rows = 48 pairs per step. Then the
+sum alone, on the real gradients of one step, ``--allreduce-repeats`` times per mode, alternating:
+
+    .venv/bin/python -m torch.distributed.run --nproc_per_node 2 bench/train.py [--rounds 1] [--steps 8] [--threads 1]
 """
 
 from __future__ import annotations
@@ -167,6 +176,101 @@ def run_peer(args: argparse.Namespace, pairs: tuple[list[str], list[str]]) -> tu
     return _rates(clock.ends, args)
 
 
+def run_distributed(args: argparse.Namespace) -> None:
+    """Step time and all-reduce time, bucketed against per-parameter, under torchrun (printed by rank 0).
+
+    Within one training run the two modes alternate step by step, so a change in the machine's load hits both
+    alike; the next run starts with the other mode, so every batch is timed once in each mode."""
+    import shutil
+
+    import torch.distributed as dist
+
+    from infembed.train import distributed
+
+    distributed.init_from_env(torch.device("cpu"))
+    rank, world_size = distributed.world()
+    steps = args.warmup_steps + args.steps
+    rows = read_triplets(args.data, limit=ROWS_PER_BATCH * world_size * steps)
+    if len(rows) < ROWS_PER_BATCH * world_size * steps:
+        raise SystemExit(f"{args.data}: need {ROWS_PER_BATCH * world_size * steps} rows")
+
+    def say(text: str) -> None:
+        if rank == 0:
+            print(text, flush=True)
+
+    runs = 2 * args.rounds
+    say(
+        f"all-MiniLM-L6-v2, CPU, torchrun {world_size} ranks (gloo), {torch.get_num_threads()} thread(s) each; "
+        f"{ROWS_PER_BATCH * 3} pairs per rank per step, max length {args.max_length}; {runs} runs of "
+        f"{args.warmup_steps} warm-up + {args.steps} timed steps, the two modes alternating step by step"
+    )
+    modes = {"bucketed (25 MiB)": distributed.BUCKET_MB, "per-parameter": 0.0}
+    names = list(modes)
+    step_seconds: dict[str, list[float]] = {name: [] for name in modes}
+
+    class AlternatingTrainer(TimedTrainer):
+        first = 0  # the mode of step 0 (then every other step)
+
+        def _micro_batches(self, start_micro: int):
+            for index, batch in enumerate(super()._micro_batches(start_micro)):
+                distributed.BUCKET_MB = modes[names[(index + self.first) % 2]]
+                yield batch
+
+    for run in range(runs):
+        shared = [tempfile.mkdtemp(prefix="infembed-bench-dist-") if rank == 0 else None]
+        dist.broadcast_object_list(shared)  # one output dir for all ranks (rank 0 writes it)
+        config = our_config(args, shared[0], objective="multi", negatives="P", extra_instruction_negatives=0)
+        trainer = AlternatingTrainer(config, model=build_model(config, device="cpu"), rows=rows)
+        trainer.first = run % 2
+        trainer.train(resume=False)
+        handed = [mark[0] for mark in trainer.marks[1:]]  # handed[k]: batch k handed over = start of step k
+        for step in range(args.warmup_steps, config.max_steps):
+            name = names[(step + trainer.first) % 2]
+            step_seconds[name].append(handed[step + 1] - handed[step])
+        say(
+            f"  run {run + 1}: "
+            + ", ".join(f"{name} {statistics.median(step_seconds[name]):.3f} s/step" for name in modes)
+            + " (median so far)"
+        )
+        distributed.barrier()
+        if rank == 0:
+            shutil.rmtree(shared[0], ignore_errors=True)
+    distributed.BUCKET_MB = modes[names[0]]
+
+    # the sum alone, on the gradients of one step of the last trainer's model
+    params = trainer.trainable_parameters()
+    trainer.backward_step(next(trainer._micro_batches(0)))
+    local = [p.grad.clone() if p.grad is not None else None for p in params]
+    sum_seconds: dict[str, list[float]] = {name: [] for name in modes}
+    calls: dict[str, int] = {}
+    for repeat in range(args.allreduce_repeats):
+        for name, bucket_mb in modes.items() if repeat % 2 == 0 else reversed(modes.items()):
+            for param, grad in zip(params, local):
+                param.grad = None if grad is None else grad.clone()
+            distributed.barrier()
+            start = time.perf_counter()
+            calls[name] = distributed.sum_gradients(params, bucket_mb=bucket_mb)
+            sum_seconds[name].append(time.perf_counter() - start)
+    n_bytes = sum(g.numel() * g.element_size() for g in local if g is not None)
+    step = {name: statistics.median(v) for name, v in step_seconds.items()}
+    total = {name: sum(v) for name, v in step_seconds.items()}
+    summing = {name: statistics.median(v) for name, v in sum_seconds.items()}
+    say("")
+    say(
+        f"{'mode (median)':<20} {'s/step':>8} {'sum ms':>8} {'collectives':>12}  ({n_bytes / 2**20:.1f} MiB of gradients)"
+    )
+    for name in modes:
+        say(f"{name:<20} {step[name]:8.3f} {summing[name] * 1e3:8.1f} {calls[name]:12d}")
+    bucketed, per_parameter = modes
+    say("")
+    say(
+        f"speed-up bucketed / per-parameter (same runs): step time {total[per_parameter] / total[bucketed]:.3f}x "
+        f"(total over the same batches; medians {step[per_parameter] / step[bucketed]:.3f}x), "
+        f"gradient sum alone {summing[per_parameter] / summing[bucketed]:.2f}x"
+    )
+    dist.destroy_process_group()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     data = Path(os.environ.get("INFEMBED_DATA_DIR", "/work/shared/data"))
@@ -179,10 +283,16 @@ def main() -> None:
     parser.add_argument(
         "--multivariate-rounds", type=int, default=1, help="rounds that also run the P,I objective (0: skip)"
     )
+    parser.add_argument(
+        "--allreduce-repeats", type=int, default=20, help="torchrun only: timed gradient sums per mode"
+    )
     args = parser.parse_args()
     args.warmup_steps = max(1, args.warmup_steps)
     if args.threads:
         torch.set_num_threads(args.threads)
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        run_distributed(args)
+        return
     rows = read_triplets(args.data, limit=ROWS_PER_BATCH * (args.warmup_steps + args.steps))
     if len(rows) < ROWS_PER_BATCH * (args.warmup_steps + args.steps):
         raise SystemExit(f"{args.data}: need {ROWS_PER_BATCH * (args.warmup_steps + args.steps)} rows")
