@@ -7,11 +7,13 @@ cross-device negatives need every rank to see the whole batch. Those three are e
 to test against a single-process run) in a small loop; optimiser and schedules still come from torch and
 transformers.
 
-Features: AdamW with warmup and a linear/cosine/constant schedule, gradient accumulation, gradient caching
-(``grad_cache_chunk``: same loss and gradients as the plain batch, memory bounded by the chunk), torch.distributed
-with all-gathered embeddings, LoRA via peft, bf16 autocast on CUDA (fp32 master weights), checkpoints with
-optimiser/scheduler/RNG state and exact resume, a progress bar, ``metrics.jsonl``, a loss-curve PNG and optional
-periodic p-MRR evaluation.
+Features: AdamW with warmup and a linear/cosine/constant schedule (:mod:`~infembed.train.optimizer`), gradient
+accumulation, gradient caching (``grad_cache_chunk``, :mod:`~infembed.train.grad_cache`: same loss and gradients
+as the plain batch, memory bounded by the chunk), torch.distributed with all-gathered embeddings
+(:mod:`~infembed.train.distributed`), LoRA via peft, bf16 autocast on CUDA (fp32 master weights), checkpoints
+with optimiser/scheduler/RNG state and exact resume (:mod:`~infembed.train.checkpoints`), a progress bar,
+``metrics.jsonl``, a loss-curve PNG and optional periodic p-MRR evaluation (:mod:`~infembed.train.reporting`).
+This module holds the loop that ties them together, and what a run starts from (its rows and model).
 """
 
 from __future__ import annotations
@@ -20,7 +22,6 @@ import contextlib
 import json
 import math
 import random
-import shutil
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -29,15 +30,18 @@ from typing import Any
 import numpy as np
 import torch
 
+from infembed.contrastive_batch import EmbeddedBatch
 from infembed.data.errors import SettingsError
 from infembed.data.jsonl import JsonlAppender, write_json
 from infembed.data.records import Triplet
-from infembed.losses import EmbeddedBatch, InFEmbedLoss
+from infembed.losses import InFEmbedLoss
 from infembed.model import InFEmbed, ModelConfig
+from infembed.train import checkpoints, outputs, reporting
 from infembed.train import distributed as dist_utils
-from infembed.train import outputs
 from infembed.train.batching import TrainingBatch, batches_per_epoch, iter_batches
 from infembed.train.config import TrainConfig
+from infembed.train.grad_cache import grad_cache_step
+from infembed.train.optimizer import build_optimizer
 
 
 def load_rows(specs: Sequence[str], limit: int | None = None) -> list[Triplet]:
@@ -77,29 +81,16 @@ def apply_lora(model: InFEmbed, config: TrainConfig) -> None:
     """Wrap the backbone(s) in peft LoRA adapters; only adapter (and interaction) weights stay trainable."""
     from peft import LoraConfig, get_peft_model
 
-    lora = LoraConfig(r=config.lora_r, lora_alpha=config.lora_alpha, lora_dropout=config.lora_dropout,
-                      target_modules="all-linear", bias="none")
+    lora = LoraConfig(
+        r=config.lora_r,
+        lora_alpha=config.lora_alpha,
+        lora_dropout=config.lora_dropout,
+        target_modules="all-linear",
+        bias="none",
+    )
     for enc in (model.encoder, model.passage_encoder):
         if enc is not None:
             enc.backbone = get_peft_model(enc.backbone, lora)
-
-
-class _RandState:
-    """Captures the RNG state before a chunk's no-grad forward so the re-forward with grad sees the same dropout."""
-
-    def __init__(self, device: torch.device):
-        self.cpu = torch.get_rng_state()
-        self.cuda = torch.cuda.get_rng_state(device) if device.type == "cuda" else None
-        self.device = device
-
-    @contextlib.contextmanager
-    def restore(self):
-        devices = [self.device] if self.cuda is not None else []
-        with torch.random.fork_rng(devices=devices):
-            torch.set_rng_state(self.cpu)
-            if self.cuda is not None:
-                torch.cuda.set_rng_state(self.cuda, self.device)
-            yield
 
 
 class Trainer:
@@ -111,8 +102,15 @@ class Trainer:
     ``overwrite``: start over, removing what an earlier run left in the output. See :mod:`infembed.train.outputs`.
     """
 
-    def __init__(self, config: TrainConfig, model: InFEmbed | None = None, rows: Sequence[Triplet] | None = None,
-                 *, resume: bool = True, overwrite: bool = False):
+    def __init__(
+        self,
+        config: TrainConfig,
+        model: InFEmbed | None = None,
+        rows: Sequence[Triplet] | None = None,
+        *,
+        resume: bool = True,
+        overwrite: bool = False,
+    ):
         self.config = config
         self.output = Path(config.output)
         outputs.check_destination(self.output)
@@ -125,14 +123,19 @@ class Trainer:
 
             self.benchmark = load_benchmark(config.eval_benchmark)
         self.resume, self.overwrite = resume, overwrite
-        self.plan = outputs.plan(self.output, config.to_dict(), self.data_digest, resume=resume, overwrite=overwrite)
+        self.plan = outputs.plan(
+            self.output, config.to_dict(), self.data_digest, resume=resume, overwrite=overwrite
+        )
         if model is None and self.plan.finished:  # nothing to train: the trainer holds the finished model
             model = InFEmbed.load(str(self.output), device=config.device)
         self.model = model or build_model(config, device=config.device)
         self.device = self.model.device
         self.loss_fn = InFEmbedLoss(
-            objective=config.objective, negatives=config.negatives, temperature=config.temperature,
-            learn_temperature=config.learn_temperature, iq_negatives=config.iq_negatives,
+            objective=config.objective,
+            negatives=config.negatives,
+            temperature=config.temperature,
+            learn_temperature=config.learn_temperature,
+            iq_negatives=config.iq_negatives,
             positive_count=config.positive_count,
         ).to(self.device)
         self.global_step = 0
@@ -140,7 +143,8 @@ class Trainer:
         self.history: list[dict[str, Any]] = []
         self._autocast = (
             torch.autocast("cuda", dtype=torch.bfloat16)
-            if self.device.type == "cuda" and torch.cuda.is_bf16_supported() else contextlib.nullcontext()
+            if self.device.type == "cuda" and torch.cuda.is_bf16_supported()
+            else contextlib.nullcontext()
         )
 
     # ------------------------------------------------------------------------------------------- parameters
@@ -150,32 +154,7 @@ class Trainer:
         return params + [p for p in self.loss_fn.parameters() if p.requires_grad]
 
     def _make_optimizer(self, total_steps: int):
-        from transformers import get_scheduler
-
-        # Four groups: (backbone | fresh interaction block) x (weight decay | none). The interaction block is
-        # randomly initialised, so it gets a larger learning rate, as new heads usually do.
-        cfg = self.config
-        groups: dict[tuple[bool, bool], list[torch.nn.Parameter]] = {}
-        for name, p in list(self.model.named_parameters()) + list(self.loss_fn.named_parameters()):
-            if not p.requires_grad:
-                continue
-            no_decay = p.ndim < 2 or "norm" in name.lower() or name.endswith("bias")
-            groups.setdefault((name.startswith("interaction."), no_decay), []).append(p)
-        params = [p for group in groups.values() for p in group]
-        # The fused kernel (CPU and CUDA) updates all tensors in one call; the default on CPU loops over them in
-        # Python, ~0.3 s a step for MiniLM on one core (transformers' Trainer uses the fused one too).
-        fused = all(p.device.type in ("cpu", "cuda") and p.dtype.is_floating_point for p in params)
-        optimizer = torch.optim.AdamW(
-            [{"params": group, "weight_decay": 0.0 if no_decay else cfg.weight_decay,
-              "lr": cfg.learning_rate * (cfg.interaction_lr_multiplier if fresh else 1.0)}
-             for (fresh, no_decay), group in sorted(groups.items())],
-            lr=cfg.learning_rate,
-            fused=fused or None,
-        )
-        name = {"linear": "linear", "cosine": "cosine", "constant": "constant_with_warmup"}[self.config.scheduler]
-        scheduler = get_scheduler(name, optimizer, num_warmup_steps=int(self.config.warmup_ratio * total_steps),
-                                  num_training_steps=total_steps)
-        return optimizer, scheduler
+        return build_optimizer(self.model, self.loss_fn, self.config, total_steps)
 
     # ------------------------------------------------------------------------------------------- loss
 
@@ -185,12 +164,16 @@ class Trainer:
             passages = self.model.embed_passages(batch.passages)
         return queries.float(), passages.float()
 
-    def _global_batch(self, batch: TrainingBatch, queries: torch.Tensor, passages: torch.Tensor) -> EmbeddedBatch:
+    def _global_batch(
+        self, batch: TrainingBatch, queries: torch.Tensor, passages: torch.Tensor
+    ) -> EmbeddedBatch:
         """Gather anchors, extra rows, passages and ids from every rank (local slices keep their gradient)."""
         n = batch.n_anchors
         gather = dist_utils.gather_with_grad
         dev = queries.device
-        inst_ids, query_ids, passage_ids = (t.to(dev) for t in (batch.instruction_ids, batch.query_ids, batch.passage_ids))
+        inst_ids, query_ids, passage_ids = (
+            t.to(dev) for t in (batch.instruction_ids, batch.query_ids, batch.passage_ids)
+        )
         anchors, extras = gather(queries[:n]), gather(queries[n:])
         pos, extra_p = gather(passages[:n]), gather(passages[n:])
         return EmbeddedBatch(
@@ -214,90 +197,41 @@ class Trainer:
             loss = self.compute_loss(batch)
             (loss * scale).backward()
             return float(loss.detach())
-        return self._grad_cache_step(batch, chunk, scale)
-
-    def _grad_cache_step(self, batch: TrainingBatch, chunk: int, scale: float) -> float:
-        # 1. embeddings without a graph, chunk by chunk, remembering the RNG state of each chunk
-        q_items = list(zip(batch.queries, batch.instructions))
-        q_chunks = [q_items[i : i + chunk] for i in range(0, len(q_items), chunk)]
-        p_chunks = [batch.passages[i : i + chunk] for i in range(0, len(batch.passages), chunk)]
-        q_states, p_states, q_reps, p_reps = [], [], [], []
-        with torch.no_grad():
-            for items in q_chunks:
-                q_states.append(_RandState(self.device))
-                with self._autocast:
-                    q_reps.append(self.model.embed_queries([q for q, _ in items], [i for _, i in items]).float())
-            for texts in p_chunks:
-                p_states.append(_RandState(self.device))
-                with self._autocast:
-                    p_reps.append(self.model.embed_passages(texts).float())
-        queries = torch.cat(q_reps).requires_grad_(True)
-        passages = torch.cat(p_reps).requires_grad_(True)
-        # 2. the loss on the cached embeddings; gradients w.r.t. the embeddings (and the temperature)
-        loss = self.loss_fn(self._global_batch(batch, queries, passages))
-        (loss * scale).backward()
-        q_grads, p_grads = queries.grad.split([len(c) for c in q_chunks]), passages.grad.split([len(c) for c in p_chunks])
-        # 3. re-encode each chunk with a graph (same dropout) and push the cached gradient through it
-        for items, state, grad in zip(q_chunks, q_states, q_grads):
-            with state.restore(), self._autocast:
-                reps = self.model.embed_queries([q for q, _ in items], [i for _, i in items]).float()
-            reps.backward(grad)
-        for texts, state, grad in zip(p_chunks, p_states, p_grads):
-            with state.restore(), self._autocast:
-                reps = self.model.embed_passages(texts).float()
-            reps.backward(grad)
-        return float(loss.detach())
+        return grad_cache_step(
+            self.model,
+            batch,
+            chunk,
+            scale,
+            lambda queries, passages: self.loss_fn(self._global_batch(batch, queries, passages)),
+            autocast=self._autocast,
+            device=self.device,
+        )
 
     # ------------------------------------------------------------------------------------------- checkpoints
 
-    def _checkpoint_dir(self) -> Path:
-        return self.output / "checkpoints"
-
     def save_checkpoint(self, optimizer, scheduler) -> Path:
-        path = self._checkpoint_dir() / f"step-{self.global_step:07d}"
+        path = checkpoints.checkpoint_path(self.output, self.global_step)
         if self.rank == 0:
-            tmp = path.with_name(path.name + ".tmp")
-            shutil.rmtree(tmp, ignore_errors=True)
-            tmp.mkdir(parents=True)
-            trainable = {n: p.detach().cpu() for n, p in self.model.named_parameters() if p.requires_grad}
-            torch.save({
-                "model": trainable,
-                "loss": self.loss_fn.state_dict(),
-                "optimizer": optimizer.state_dict(),
-                "scheduler": scheduler.state_dict(),
-                "rng": {"torch": torch.get_rng_state(), "python": random.getstate(), "numpy": np.random.get_state(),
-                        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None},
-                "global_step": self.global_step,
-                "micro_step": self.micro_step,
-                "history": self.history,
-                "config": self.config.to_dict(),
-            }, tmp / "state.pt")
-            outputs.write_record(tmp, self.config.to_dict(), self.data_digest)
-            shutil.rmtree(path, ignore_errors=True)
-            tmp.rename(path)
-            keep = self.config.keep_checkpoints
-            old = sorted(p for p in self._checkpoint_dir().glob("step-*") if not p.name.endswith(".tmp"))
-            for stale in old[:-keep] if keep > 0 else []:
-                shutil.rmtree(stale, ignore_errors=True)
+            checkpoints.save_checkpoint(
+                path,
+                self.model,
+                self.loss_fn,
+                optimizer,
+                scheduler,
+                global_step=self.global_step,
+                micro_step=self.micro_step,
+                history=self.history,
+                config=self.config.to_dict(),
+                data_digest=self.data_digest,
+                keep=self.config.keep_checkpoints,
+            )
         return path
 
     def latest_checkpoint(self) -> Path | None:
         return outputs.latest_checkpoint(self.output)
 
     def load_checkpoint(self, path: Path, optimizer, scheduler) -> None:
-        state = torch.load(path / "state.pt", map_location="cpu", weights_only=False)
-        params = dict(self.model.named_parameters())
-        with torch.no_grad():
-            for name, value in state["model"].items():
-                params[name].copy_(value.to(params[name].device))
-        self.loss_fn.load_state_dict(state["loss"])
-        optimizer.load_state_dict(state["optimizer"])
-        scheduler.load_state_dict(state["scheduler"])
-        torch.set_rng_state(state["rng"]["torch"])
-        random.setstate(state["rng"]["python"])
-        np.random.set_state(state["rng"]["numpy"])
-        if state["rng"]["cuda"] is not None and torch.cuda.is_available():
-            torch.cuda.set_rng_state_all(state["rng"]["cuda"])
+        state = checkpoints.load_checkpoint(path, self.model, self.loss_fn, optimizer, scheduler)
         self.global_step, self.micro_step = state["global_step"], state["micro_step"]
         self.history = state["history"]
 
@@ -315,9 +249,15 @@ class Trainer:
         index = 0
         epoch = 0
         while index < total_micro:
-            for batch in iter_batches(self.rows, self.config.batch_size, seed=self.config.seed, epoch=epoch,
-                                      extra_instruction_negatives=self.config.extra_instruction_negatives,
-                                      world_size=self.world_size, rank=self.rank):
+            for batch in iter_batches(
+                self.rows,
+                self.config.batch_size,
+                seed=self.config.seed,
+                epoch=epoch,
+                extra_instruction_negatives=self.config.extra_instruction_negatives,
+                world_size=self.world_size,
+                rank=self.rank,
+            ):
                 if index >= total_micro:
                     return
                 if index >= start_micro:
@@ -332,11 +272,15 @@ class Trainer:
         if resume is not None:
             self.resume = resume
         # again: the dir may have changed since the constructor looked (an earlier call of train, another rank)
-        self.plan = outputs.plan(self.output, cfg.to_dict(), self.data_digest, resume=self.resume, overwrite=self.overwrite)
+        self.plan = outputs.plan(
+            self.output, cfg.to_dict(), self.data_digest, resume=self.resume, overwrite=self.overwrite
+        )
         dist_utils.barrier()  # every rank has read the output dir before rank 0 may clear it
         if self.plan.finished:
-            self._log_line(f"{self.output} already holds this run, finished: nothing to train "
-                           "(--overwrite trains it again)")
+            self._log_line(
+                f"{self.output} already holds this run, finished: nothing to train "
+                "(--overwrite trains it again)"
+            )
             return self.output
         torch.manual_seed(cfg.seed)
         random.seed(cfg.seed)
@@ -353,7 +297,7 @@ class Trainer:
         if self.rank == 0:
             self.output.mkdir(parents=True, exist_ok=True)
             write_json(self.output / outputs.SETTINGS, cfg.to_dict())
-        metrics = JsonlAppender(self.output / "metrics.jsonl") if self.rank == 0 else None
+        metrics = JsonlAppender(self.output / outputs.METRICS) if self.rank == 0 else None
         self.model.train()
         params = self.trainable_parameters()
         bar = self._progress(total)
@@ -379,8 +323,13 @@ class Trainer:
             loss_value = dist_utils.all_reduce_mean(sum(window) / len(window), self.device)
             window = []
             elapsed = time.perf_counter() - started
-            entry = {"step": self.global_step, "loss": round(loss_value, 6), "lr": scheduler.get_last_lr()[0],
-                     "scale": round(self.loss_fn.scale, 4), "pairs_per_s": round(pairs_seen / max(elapsed, 1e-9), 2)}
+            entry = {
+                "step": self.global_step,
+                "loss": round(loss_value, 6),
+                "lr": scheduler.get_last_lr()[0],
+                "scale": round(self.loss_fn.scale, 4),
+                "pairs_per_s": round(pairs_seen / max(elapsed, 1e-9), 2),
+            }
             self.history.append(entry)
             if metrics is not None and self.global_step % max(cfg.log_steps, 1) == 0:
                 metrics.write(entry)
@@ -395,15 +344,25 @@ class Trainer:
             bar.close()
         seconds = time.perf_counter() - started
         if self.rank == 0:
-            self.model.config.training = {**cfg.to_dict(), "steps": self.global_step, "rows": len(self.rows),
-                                          "world_size": self.world_size, "loss": self.loss_fn.get_config_dict()}
+            self.model.config.training = {
+                **cfg.to_dict(),
+                "steps": self.global_step,
+                "rows": len(self.rows),
+                "world_size": self.world_size,
+                "loss": self.loss_fn.get_config_dict(),
+            }
             self.model.save(self.output)
-            write_json(self.output / outputs.SUMMARY, {
-                "steps": self.global_step, "seconds": round(seconds, 2), "rows": len(self.rows),
-                "data_digest": self.data_digest,
-                "pairs_per_s": round(pairs_seen / max(seconds, 1e-9), 2),
-                "final_loss": self.history[-1]["loss"] if self.history else None,
-            })
+            write_json(
+                self.output / outputs.SUMMARY,
+                {
+                    "steps": self.global_step,
+                    "seconds": round(seconds, 2),
+                    "rows": len(self.rows),
+                    "data_digest": self.data_digest,
+                    "pairs_per_s": round(pairs_seen / max(seconds, 1e-9), 2),
+                    "final_loss": self.history[-1]["loss"] if self.history else None,
+                },
+            )
             self.plot_loss(self.output / "loss.png")
             metrics.close()
         return self.output
@@ -411,50 +370,24 @@ class Trainer:
     def _evaluate(self, metrics: JsonlAppender | None) -> None:
         if self.rank != 0:
             return
-        from infembed.evaluate.retrievers import DenseRetriever
-        from infembed.evaluate.runner import evaluate
-
-        self.model.eval()
-        result = evaluate(self.benchmark, DenseRetriever(self.model, cache=False, show_progress=False))
-        self.model.train()
-        entry = {"step": self.global_step, "eval": result["benchmark"], "p-MRR": result["p-MRR"], "score": result["score"]}
+        entry = reporting.evaluate_model(self.model, self.benchmark, self.global_step)
         self.history.append(entry)
         if metrics is not None:
             metrics.write(entry)
-        self._log_line(f"step {self.global_step}: p-MRR {100 * (result['p-MRR'] or 0):.1f}, score {100 * result['score']:.1f}")
+        self._log_line(
+            f"step {self.global_step}: p-MRR {100 * (entry['p-MRR'] or 0):.1f}, score {100 * entry['score']:.1f}"
+        )
 
     def _progress(self, total: int):
-        if self.rank != 0:
-            return None
-        from tqdm.auto import tqdm
-
-        return tqdm(total=total, initial=self.global_step, desc="training", unit="step", dynamic_ncols=True)
+        return reporting.progress_bar(total, self.global_step) if self.rank == 0 else None
 
     def _log_line(self, text: str) -> None:
         if self.rank == 0:
-            from rich.console import Console
-
-            Console(stderr=True).print(text, highlight=False)
+            reporting.log_line(text)
 
     def plot_loss(self, path: Path) -> None:
-        from infembed.plotting import pyplot, save_figure
-
-        plt = pyplot()
-
-        steps = [h["step"] for h in self.history if "loss" in h]
-        losses = [h["loss"] for h in self.history if "loss" in h]
-        evals = [(h["step"], 100 * h["p-MRR"]) for h in self.history if h.get("p-MRR") is not None]
-        fig, ax = plt.subplots(figsize=(7, 4))
-        ax.plot(steps, losses, label="training loss")
-        ax.set_xlabel("optimiser step")
-        ax.set_ylabel("loss")
-        ax.set_title(f"InF-Embed {self.config.objective} over {self.config.negatives}")
-        if evals:
-            ax2 = ax.twinx()
-            ax2.plot([s for s, _ in evals], [v for _, v in evals], "o-", color="tab:red", label="p-MRR x100")
-            ax2.set_ylabel("p-MRR x100")
-        fig.tight_layout()
-        save_figure(fig, path, dpi=110)
+        title = f"InF-Embed {self.config.objective} over {self.config.negatives}"
+        reporting.plot_loss(self.history, title, path)
 
 
 def train(config: TrainConfig, resume: bool = True, overwrite: bool = False) -> Path:
@@ -473,4 +406,4 @@ def train(config: TrainConfig, resume: bool = True, overwrite: bool = False) -> 
 
 
 def summary_of(path: str | Path) -> dict[str, Any]:
-    return json.loads((Path(path) / "train_summary.json").read_text())
+    return json.loads((Path(path) / outputs.SUMMARY).read_text())
