@@ -203,6 +203,10 @@ def test_structured_prompts_and_answers():
         ("The document is relevant, yes.", True),
         ("Maybe yes, maybe no.", None),
         ("It depends.", None),
+        ("The document is not relevant. The instruction only covers spiders,", False),
+        ("This document is relevant to the query.", True),
+        ("Irrelevant.", False),
+        ("Part is relevant, part is not relevant.", None),
     ],
 )
 def test_parse_yes_no(text, verdict):

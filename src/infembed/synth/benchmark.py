@@ -66,6 +66,8 @@ _FIELDS = (
     "exclusions",
 )
 _YES_NO = re.compile(r"^[\W_]*(?:answer\s*[*_]*\s*[:：]\s*[*_\"']*)?\s*(yes|no)\b", re.IGNORECASE)
+#: "is relevant" / "is not relevant" / "irrelevant": group 1 or 2 set = not relevant
+_VERDICT = re.compile(r"\b(?:is|are)\s+(not\s+)?relevant\b|\b(irrelevant)\b", re.IGNORECASE)
 
 
 @dataclass
@@ -171,12 +173,18 @@ def load_judged(
 
 
 def parse_yes_no(text: str) -> bool | None:
-    """``Answer: yes`` / ``No.`` / ``**yes**`` -> True / False; None when neither comes first."""
+    """``Answer: yes`` / ``No.`` / ``**yes**`` / "The document is not relevant." -> True / False; None when
+    the answer holds no verdict or both."""
     match = _YES_NO.match(text.strip())
     if match:
         return match.group(1).lower() == "yes"
     words = set(re.findall(r"\b(yes|no)\b", text.lower()))
-    return (words == {"yes"}) if len(words) == 1 else None
+    if len(words) == 1:
+        return words == {"yes"}
+    if words:
+        return None
+    verdicts = {bool(m.group(1) or m.group(2)) for m in _VERDICT.finditer(text)}
+    return not verdicts.pop() if len(verdicts) == 1 else None
 
 
 class BenchmarkBuilder(Pipeline):
