@@ -161,6 +161,23 @@ def test_the_page_in_headless_chromium(runs, tmp_path):
     assert f'data-queries="{entries}"' in body
     assert dom.count('<tr class="run"') == len(runs)
     assert dom.count('<details class="query"') == entries
+    # the script sorts: by the mean p-MRR over runs, highest first (in the first benchmark, not the file order)
+    done = _headless(browser, tmp_path / "profile", "--dump-dom", url + "#sort=mean:desc")
+    sections = done.stdout.split('<section class="benchmark"')[1:]
+    assert len(sections) == 2
+    means = [
+        float(v) for v in re.findall(r'<details class="query"[^>]*data-pmrr-mean="([^"]+)"', sections[0])
+    ]
+    assert means == sorted(means, reverse=True) and len(set(means)) == len(means) == 2
+    expected = sorted(
+        runs[0]["per_query"],
+        key=lambda q: -(runs[0]["per_query"][q]["p-MRR"] + runs[1]["per_query"][q]["p-MRR"]),
+    )
+    assert (
+        re.findall(r'<details class="query" data-qid="([^"]+)"', sections[0])
+        == expected
+        != list(runs[0]["per_query"])
+    )
     shot = tmp_path / "shot.png"
     done = _headless(
         browser, tmp_path / "profile", "--window-size=1280,1600", f"--screenshot={shot}", url + "#open-all"

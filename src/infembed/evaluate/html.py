@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 from collections.abc import Sequence
 from html import escape
 from pathlib import Path
@@ -55,7 +56,7 @@ _SCRIPT = """
       var filter = section.querySelector('input.filter');
       var items = Array.prototype.slice.call(list.querySelectorAll('details.query'));
       function key(item, how) {
-        if (how === 'id') return item.dataset.order;
+        if (how === 'id') return parseFloat(item.dataset.order);
         var value = how === 'mean' ? item.dataset.pmrrMean : item.getAttribute('data-pmrr-' + how);
         return value === null || value === undefined || value === '' ? null : parseFloat(value);
       }
@@ -71,6 +72,8 @@ _SCRIPT = """
         items.forEach(function (item) { list.appendChild(item); });
       }
       sort.addEventListener('change', apply);
+      var wanted = /^#sort=(.+)$/.exec(location.hash);  // e.g. #sort=mean:asc, #sort=0:desc
+      if (wanted && sort.querySelector('option[value="' + wanted[1] + '"]')) sort.value = wanted[1];
       filter.addEventListener('input', function () {
         var text = filter.value.toLowerCase();
         items.forEach(function (item) {
@@ -301,6 +304,9 @@ def write_html(results: Sequence[dict[str, Any]], path: str | Path, title: str =
     page = report_html(results, title)
     with atomic_write(path) as handle:
         handle.write(page)
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(path, 0o666 & ~umask)  # a page to share or serve, not the temporary file's private mode
     return Path(path)
 
 

@@ -227,7 +227,7 @@ def print_results(results: Sequence[dict[str, Any]], title: str = "infembed eval
 
     from rich.console import Console
 
-    Console(width=None if sys.stdout.isatty() else 150).print(results_table(results, title))
+    Console(width=None if sys.stdout.isatty() else 200).print(results_table(results, title))
 
 
 @dataclass
