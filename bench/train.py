@@ -50,7 +50,8 @@ from infembed.model import default_model_path  # noqa: E402
 from infembed.templates import DEFAULT_TEMPLATE, join  # noqa: E402
 from infembed.train.batching import iter_batches  # noqa: E402
 from infembed.train.config import TrainConfig  # noqa: E402
-from infembed.train.trainer import Trainer, build_model  # noqa: E402
+from infembed.train.inputs import build_model  # noqa: E402
+from infembed.train.trainer import Trainer  # noqa: E402
 
 ROWS_PER_BATCH = 16  # 48 pairs
 LEARNING_RATE = 5e-5

@@ -484,7 +484,7 @@ def test_inf_ir_rows_from_the_hub(fake_hub, caplog):
 
 
 def test_train_data_hub_name_with_and_without_split(fake_hub):
-    from infembed.train.trainer import load_rows
+    from infembed.train.inputs import load_rows
 
     assert [r.id for r in load_rows(["InF-IR/InF-IR:other"])] == ["o1"]
     assert len(load_rows(["InF-IR/InF-IR"])) == 3

@@ -56,7 +56,8 @@ def make_config(**overrides: Any):
 
 def make_trainer(config, rows, *, eval_mode: bool = True):
     """A Trainer on a freshly built model; the cross-attention block is seeded and its gate opened."""
-    from infembed.train.trainer import Trainer, build_model
+    from infembed.train.inputs import build_model
+    from infembed.train.trainer import Trainer
 
     torch.manual_seed(0)
     model = build_model(config, device="cpu")

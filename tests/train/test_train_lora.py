@@ -23,7 +23,8 @@ from safetensors import safe_open
 
 from infembed.model import InFEmbed
 from infembed.train.config import TrainConfig
-from infembed.train.trainer import Trainer, build_model
+from infembed.train.inputs import build_model
+from infembed.train.trainer import Trainer
 
 QUERIES = ["how long does sourdough bread take to rise", "why do suspension bridges sway"]
 INSTRUCTIONS = ["Only home kitchens are relevant.", "Explain it with aerodynamics."]

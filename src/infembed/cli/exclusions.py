@@ -25,7 +25,7 @@ def fit_exclusions_command(
     from infembed.data.jsonl import write_json
     from infembed.evaluate.retrievers import build_retriever
     from infembed.exclusions import fit
-    from infembed.train.trainer import load_rows
+    from infembed.train.inputs import load_rows
 
     if (model is None) == (retriever is None):
         raise SettingsError("give exactly one of --model M or --retriever bm25")

@@ -13,7 +13,8 @@ as the plain batch, memory bounded by the chunk), torch.distributed with all-gat
 (:mod:`~infembed.train.distributed`), LoRA via peft, bf16 autocast on CUDA (fp32 master weights), checkpoints
 with optimiser/scheduler/RNG state and exact resume (:mod:`~infembed.train.checkpoints`), a progress bar,
 ``metrics.jsonl``, a loss-curve PNG and optional periodic p-MRR evaluation (:mod:`~infembed.train.reporting`).
-This module holds the loop that ties them together, and what a run starts from (its rows and model).
+What a run starts from (its rows and model) is :mod:`~infembed.train.inputs`; this module holds the loop that
+ties them together.
 """
 
 from __future__ import annotations
@@ -31,66 +32,17 @@ import numpy as np
 import torch
 
 from infembed.contrastive_batch import EmbeddedBatch
-from infembed.data.errors import SettingsError
 from infembed.data.jsonl import JsonlAppender, write_json
 from infembed.data.records import Triplet
 from infembed.losses import InFEmbedLoss
-from infembed.model import InFEmbed, ModelConfig
+from infembed.model import InFEmbed
 from infembed.train import checkpoints, outputs, reporting
 from infembed.train import distributed as dist_utils
 from infembed.train.batching import TrainingBatch, batches_per_epoch, iter_batches
 from infembed.train.config import TrainConfig
 from infembed.train.grad_cache import grad_cache_step
+from infembed.train.inputs import build_model, load_rows
 from infembed.train.optimizer import build_optimizer
-
-
-def load_rows(specs: Sequence[str], limit: int | None = None) -> list[Triplet]:
-    from infembed.data.inf_ir import read_triplets
-
-    rows: list[Triplet] = []
-    for spec in specs:
-        if Path(spec).exists():
-            rows += read_triplets(spec)
-        else:
-            from infembed.data.inf_ir import load_inf_ir
-
-            rows += load_inf_ir(spec)
-    if not rows:
-        raise SettingsError("no training rows: give --data")
-    return rows[:limit] if limit else rows
-
-
-def build_model(config: TrainConfig, device: str | None = None) -> InFEmbed:
-    model_config = ModelConfig(
-        interaction=config.interaction,
-        template=config.template,
-        pooling=config.pooling,
-        query_max_length=config.query_max_length,
-        passage_max_length=config.passage_max_length,
-        separate_passage_encoder=config.separate_passage_encoder,
-        gguf_file=config.gguf_file,
-        base_model=config.model,
-    )
-    model = InFEmbed.from_pretrained(config.model, config=model_config, device=device, dtype=torch.float32)
-    if config.lora:
-        apply_lora(model, config)
-    return model
-
-
-def apply_lora(model: InFEmbed, config: TrainConfig) -> None:
-    """Wrap the backbone(s) in peft LoRA adapters; only adapter (and interaction) weights stay trainable."""
-    from peft import LoraConfig, get_peft_model
-
-    lora = LoraConfig(
-        r=config.lora_r,
-        lora_alpha=config.lora_alpha,
-        lora_dropout=config.lora_dropout,
-        target_modules="all-linear",
-        bias="none",
-    )
-    for enc in (model.encoder, model.passage_encoder):
-        if enc is not None:
-            enc.backbone = get_peft_model(enc.backbone, lora)
 
 
 class Trainer:
