@@ -105,9 +105,18 @@ class TrainConfig:
             )
         from infembed.losses import InFEmbedLoss  # the loss checks its own settings, naming each one
 
-        InFEmbedLoss(objective=self.objective, negatives=self.negatives, temperature=self.temperature,
-                     learn_temperature=self.learn_temperature, iq_negatives=self.iq_negatives,
-                     positive_count=self.positive_count)
+        InFEmbedLoss(**self.loss_settings())
+
+    def loss_settings(self) -> dict[str, Any]:
+        """The :class:`~infembed.losses.InFEmbedLoss` arguments this config sets."""
+        return {
+            "objective": self.objective,
+            "negatives": self.negatives,
+            "temperature": self.temperature,
+            "learn_temperature": self.learn_temperature,
+            "iq_negatives": self.iq_negatives,
+            "positive_count": self.positive_count,
+        }
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

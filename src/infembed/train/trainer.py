@@ -82,14 +82,7 @@ class Trainer:
             model = InFEmbed.load(str(self.output), device=config.device)
         self.model = model or build_model(config, device=config.device)
         self.device = self.model.device
-        self.loss_fn = InFEmbedLoss(
-            objective=config.objective,
-            negatives=config.negatives,
-            temperature=config.temperature,
-            learn_temperature=config.learn_temperature,
-            iq_negatives=config.iq_negatives,
-            positive_count=config.positive_count,
-        ).to(self.device)
+        self.loss_fn = InFEmbedLoss(**config.loss_settings()).to(self.device)
         self.global_step = 0
         self.micro_step = 0
         self.history: list[dict[str, Any]] = []
