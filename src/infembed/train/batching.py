@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from infembed.data.records import Pair, Triplet, text_id
+from infembed.contrastive_batch import build_batch_ids
+from infembed.data.records import Pair, Triplet
 
 
 @dataclass
@@ -31,15 +32,15 @@ class TrainingBatch:
 
     @property
     def instruction_ids(self) -> torch.Tensor:
-        return torch.tensor([text_id(t) for t in self.instructions], dtype=torch.long)
+        return build_batch_ids(self.instructions)
 
     @property
     def query_ids(self) -> torch.Tensor:
-        return torch.tensor([text_id(t) for t in self.queries], dtype=torch.long)
+        return build_batch_ids(self.queries)
 
     @property
     def passage_ids(self) -> torch.Tensor:
-        return torch.tensor([text_id(t) for t in self.passages], dtype=torch.long)
+        return build_batch_ids(self.passages)
 
     @property
     def n_pairs(self) -> int:
