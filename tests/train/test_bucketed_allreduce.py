@@ -72,7 +72,7 @@ def _sum_both_ways(params, local, bucket_mb: float) -> dict[str, object]:
 def worker(rows_path: str, out_dir: str) -> None:
     from dist_worker import make_config, make_trainer, rank_batch
 
-    from infembed.data.formats import read_triplets
+    from infembed.data.inf_ir import read_triplets
     from infembed.train import distributed
 
     torch.set_num_threads(1)
@@ -94,7 +94,7 @@ def worker(rows_path: str, out_dir: str) -> None:
 
 @pytest.fixture(scope="module")
 def torchrun_results(rows, tmp_path_factory):
-    from infembed.data.formats import write_triplets
+    from infembed.data.inf_ir import write_triplets
 
     tmp = tmp_path_factory.mktemp("bucketed")
     rows_file = tmp / "rows.jsonl"
