@@ -35,6 +35,10 @@ __all__ = ["ExclusionSettings", "DEFAULTS", "penalised_scores", "ExclusionPlan",
 
 
 SCALES = ("range", "zscore")
+#: What matches documents against the excluded aspects and guards: the retriever's own scorer, or BM25 over the
+#: same documents (lexical evidence; a short aspect phrase is a keyword query, where small dense encoders are
+#: least precise). The keep part is always scored by the retriever itself.
+ASPECT_SCORERS = ("self", "bm25")
 
 
 @dataclass(frozen=True)
@@ -50,6 +54,7 @@ class ExclusionSettings:
     margin: float = 0.5
     pool: int = 100
     scale: str = "range"
+    aspect_scorer: str = "self"
 
     def __post_init__(self) -> None:
         if self.splitter not in SPLITTERS:
@@ -62,6 +67,10 @@ class ExclusionSettings:
             raise SettingsError(f"exclusion setting alpha must be >= 0, got {self.alpha}")
         if self.scale not in SCALES:
             raise SettingsError(f"exclusion setting scale must be one of {SCALES}, got {self.scale!r}")
+        if self.aspect_scorer not in ASPECT_SCORERS:
+            raise SettingsError(
+                f"exclusion setting aspect_scorer must be one of {ASPECT_SCORERS}, got {self.aspect_scorer!r}"
+            )
         if not isinstance(self.pool, int) or self.pool < 2:
             raise SettingsError(f"exclusion setting pool must be an integer >= 2, got {self.pool!r}")
 
@@ -96,7 +105,7 @@ def resolve_exclusions(exclusions: ExclusionSettings | str | None, default: Excl
 # stopwords; dense with the packaged all-MiniLM-L6-v2. A trained model saves its own fit in infembed.json.
 DEFAULTS = {
     "bm25": ExclusionSettings(alpha=3.0, threshold=0.5, margin=0.5),
-    "dense": ExclusionSettings(alpha=5.0, threshold=0.75, margin=0.5),
+    "dense": ExclusionSettings(alpha=3.0, threshold=0.5, margin=0.25, aspect_scorer="bm25"),
 }
 
 
@@ -278,18 +287,23 @@ def _objective(scores: np.ndarray, plain: np.ndarray, targets: np.ndarray, exclu
 
 def fit(retriever: Any, rows: Sequence[Any], *, splitter: str | Callable[[str], Instruction] = "rules",
         pool: int = 100, scale: str = "range", alphas: Sequence[float] = ALPHAS,
-        thresholds: Sequence[float] = THRESHOLDS, margins: Sequence[float] = MARGINS) -> FitReport:
-    """Grid-fit ``alpha``, ``threshold`` and ``margin`` for ``retriever`` (a BM25 or dense retriever of
+        thresholds: Sequence[float] = THRESHOLDS, margins: Sequence[float] = MARGINS,
+        aspect_scorers: Sequence[str] = ("self",)) -> FitReport:
+    """Grid-fit ``alpha``, ``threshold`` and ``margin`` (and, given several ``aspect_scorers``, which scorer
+    matches the excluded aspects) for ``retriever`` (a BM25 or dense retriever of
     :mod:`infembed.evaluate.retrievers`) on negation-aware training rows (see :func:`scenarios_from_rows`).
 
     The retriever is indexed on every row's passages. The objective is half the mean reciprocal rank of the
     intended passage and half the p-MRR rank-change score of the excluded passage between the search with the
     kept part alone and the exclusion-aware search, as FollowIR scores a changed instruction: pushing the
     excluded passage down counts, and so does keeping the intended one (which often shares words with the
-    excluded aspect) up. Among settings within 0.002 of the best objective the mildest (smallest ``alpha``,
-    then largest ``threshold`` and ``margin``) is chosen."""
+    excluded aspect) up. Among settings within 0.002 of the best objective the mildest (the retriever's own
+    aspect scorer, then the smallest ``alpha``, then the largest ``threshold`` and ``margin``) is chosen."""
     from infembed.data.records import Document
 
+    for scorer in aspect_scorers:
+        if scorer not in ASPECT_SCORERS:
+            raise SettingsError(f"aspect scorer must be one of {ASPECT_SCORERS}, got {scorer!r}")
     passages, items = scenarios_from_rows(rows)
     if not items:
         raise SettingsError("no rows to fit exclusion settings on")
@@ -298,24 +312,31 @@ def fit(retriever: Any, rows: Sequence[Any], *, splitter: str | Callable[[str], 
     instructions = [instruction for _, instruction, _, _ in items]
     exclusion_plan = plan(instructions, splitter)
     extra = exclusion_plan.aspects + exclusion_plan.guard_texts
-    scores = retriever.score_pairs(queries + extra, exclusion_plan.keep_instructions() + [None] * len(extra))
-    n_keep, n_aspects = len(queries), len(exclusion_plan.aspects)
-    keep_scores, aspect_scores = scores[:n_keep], scores[n_keep:n_keep + n_aspects]
-    guard_scores = scores[n_keep + n_aspects:]
+    keep_scores = retriever.score_pairs(queries, exclusion_plan.keep_instructions())
     targets = np.array([t for _, _, t, _ in items])
     excluded = np.array([e for _, _, _, e in items])
     objective_off = _objective(retriever.score_pairs(queries, instructions), keep_scores, targets, excluded)
+    n_aspects = len(exclusion_plan.aspects)
     grid = []
-    for alpha, threshold, margin in itertools.product(alphas, thresholds, margins):
-        settings = ExclusionSettings(alpha=alpha, threshold=threshold, margin=margin, pool=pool, scale=scale)
-        adjusted = apply(keep_scores, aspect_scores, exclusion_plan, settings, guard_scores=guard_scores)
-        grid.append({"alpha": alpha, "threshold": threshold, "margin": margin,
-                     "objective": _objective(adjusted, keep_scores, targets, excluded)})
+    for scorer in aspect_scorers:
+        if scorer == "bm25":
+            from infembed.search.bm25 import BM25
+
+            extra_scores = BM25().index(passages).scores(extra)
+        else:
+            extra_scores = retriever.score_pairs(extra, [None] * len(extra))
+        aspect_scores, guard_scores = extra_scores[:n_aspects], extra_scores[n_aspects:]
+        for alpha, threshold, margin in itertools.product(alphas, thresholds, margins):
+            settings = ExclusionSettings(alpha=alpha, threshold=threshold, margin=margin, pool=pool, scale=scale)
+            adjusted = apply(keep_scores, aspect_scores, exclusion_plan, settings, guard_scores=guard_scores)
+            grid.append({"aspect_scorer": scorer, "alpha": alpha, "threshold": threshold, "margin": margin,
+                         "objective": _objective(adjusted, keep_scores, targets, excluded)})
     best = max(g["objective"] for g in grid)
     chosen = min((g for g in grid if g["objective"] >= best - 0.002),
-                 key=lambda g: (g["alpha"], -g["threshold"], -g["margin"]))
+                 key=lambda g: (g["aspect_scorer"] != "self", g["alpha"], -g["threshold"], -g["margin"]))
     settings = ExclusionSettings(alpha=chosen["alpha"], threshold=chosen["threshold"], margin=chosen["margin"], pool=pool,
-                                 scale=scale, splitter=splitter if isinstance(splitter, str) else "llm")
+                                 scale=scale, splitter=splitter if isinstance(splitter, str) else "llm",
+                                 aspect_scorer=chosen["aspect_scorer"])
     return FitReport(settings, chosen["objective"], objective_off, len(items), grid)
 
 
@@ -326,18 +347,25 @@ ScorePairs = Callable[[Sequence[str], Sequence["str | None"]], np.ndarray]
 def exclusion_aware_scores(score_pairs: ScorePairs, queries: Sequence[str], instructions: Sequence[str | None],
                            settings: ExclusionSettings | None,
                            splitter: Callable[[str], Instruction] | None = None,
-                           pools: Sequence[np.ndarray | None] | None = None) -> np.ndarray:
+                           pools: Sequence[np.ndarray | None] | None = None,
+                           lexical_scores: Callable[[Sequence[str]], np.ndarray] | None = None) -> np.ndarray:
     """The (n_queries, n_docs) scores of any retriever, exclusion-aware when ``settings`` enable it.
 
     ``score_pairs(queries, instructions)`` is the retriever's own scorer of (query, instruction) pairs against
     its documents (an instruction of None scores the text alone): BM25 over the joined text, a dense model's
-    cosines. Queries whose instruction excludes nothing get exactly ``score_pairs``'s scores."""
+    cosines. With ``settings.aspect_scorer == "bm25"`` the excluded aspects and guards are scored by
+    ``lexical_scores(texts)`` (BM25 over the same documents) instead. Queries whose instruction excludes nothing
+    get exactly ``score_pairs``'s scores."""
     if settings is None or not settings.enabled:
         return score_pairs(queries, instructions)
     exclusion_plan = plan(instructions, splitter or settings.splitter)
     if not exclusion_plan.any:
         return score_pairs(queries, instructions)
     extra = exclusion_plan.aspects + exclusion_plan.guard_texts
-    scores = score_pairs(list(queries) + extra, exclusion_plan.keep_instructions() + [None] * len(extra))
     n, m = len(queries), len(exclusion_plan.aspects)
+    if settings.aspect_scorer == "bm25" and lexical_scores is not None:
+        keep = score_pairs(list(queries), exclusion_plan.keep_instructions())
+        extra_scores = lexical_scores(extra)
+        return apply(keep, extra_scores[:m], exclusion_plan, settings, pools, guard_scores=extra_scores[m:])
+    scores = score_pairs(list(queries) + extra, exclusion_plan.keep_instructions() + [None] * len(extra))
     return apply(scores[:n], scores[n:n + m], exclusion_plan, settings, pools, guard_scores=scores[n + m:])

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
@@ -19,13 +18,12 @@ def pyplot() -> Any:
 
 def save_figure(fig: Any, path: str | Path, dpi: int = 120) -> Path:
     """Write ``fig`` as PNG to ``path`` (parents created; temp file then rename) and close it."""
+    from infembed.data.jsonl import atomic_path
+
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        fig.savefig(tmp, dpi=dpi, format="png")
-        os.replace(tmp, path)
+        with atomic_path(path) as tmp:
+            fig.savefig(tmp, dpi=dpi, format="png")
     finally:
-        tmp.unlink(missing_ok=True)
         pyplot().close(fig)
     return path

@@ -110,3 +110,36 @@ def test_inf_ir_rows_local(tmp_path):
 def test_inf_ir_real_sample_dir():
     sample = inf_ir.read_triplets(shared("inf-ir-msmarco-sample"))
     assert len(sample) == 471 and sample[0].query_id is not None
+
+
+def test_atomic_writes_keep_the_old_file_on_failure_and_get_normal_permissions(tmp_path):
+    """One helper replaces files and dirs atomically; what it publishes is readable like any file written with
+    open() (mkstemp's private 0600 must not leak into results others read)."""
+    import os
+
+    from infembed.data.jsonl import atomic_dir, atomic_path, atomic_write
+
+    target = tmp_path / "results.json"
+    with atomic_write(target) as handle:
+        handle.write("old\n")
+    with pytest.raises(RuntimeError), atomic_write(target) as handle:
+        handle.write("half")
+        raise RuntimeError("killed")
+    assert target.read_text() == "old\n"
+    umask = os.umask(0)
+    os.umask(umask)
+    assert target.stat().st_mode & 0o777 == 0o666 & ~umask
+    with atomic_path(tmp_path / "plot.png") as tmp:
+        tmp.write_bytes(b"png")
+    assert (tmp_path / "plot.png").read_bytes() == b"png"
+    with atomic_dir(tmp_path / "model") as tmp:
+        (tmp / "a").write_text("1")
+    with pytest.raises(RuntimeError), atomic_dir(tmp_path / "model") as tmp:
+        (tmp / "b").write_text("2")
+        raise RuntimeError("killed")
+    assert sorted(p.name for p in (tmp_path / "model").iterdir()) == ["a"]
+    with atomic_dir(tmp_path / "model") as tmp:
+        (tmp / "c").write_text("3")
+    assert sorted(p.name for p in (tmp_path / "model").iterdir()) == ["c"]
+    assert (tmp_path / "model").stat().st_mode & 0o777 == 0o777 & ~umask
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model", "plot.png", "results.json"]  # no leftovers

@@ -186,11 +186,13 @@ def test_fit_exclusions_cli_saves_into_the_model_dir(data_dir, tmp_path, minilm)
     done = infembed("fit-exclusions", "--data", rows, "--model", model_dir, "--save", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     saved = json.loads((model_dir / "infembed.json").read_text())["exclusions"]
-    assert set(saved) >= {"alpha", "threshold", "margin", "pool", "scale"}
+    assert set(saved) >= {"alpha", "threshold", "margin", "pool", "scale", "aspect_scorer"}
+    assert saved["aspect_scorer"] in ("self", "bm25")
     from infembed.model import InFEmbed
 
     retriever = DenseRetriever(InFEmbed.load(str(model_dir)), cache=False, exclusions="rules")
     assert retriever.exclusions.alpha == saved["alpha"] and retriever.exclusions.threshold == saved["threshold"]
+    assert retriever.exclusions.aspect_scorer == saved["aspect_scorer"]
     both = infembed("fit-exclusions", "--data", rows, "--model", model_dir, "-r", "bm25", cwd=tmp_path)
     assert both.returncode == 2 and "exactly one of" in both.stderr
 
@@ -205,3 +207,40 @@ def test_model_score_is_exclusion_aware_and_plain_when_off(minilm):
     ids = list(CORPUS)
     order_on = [ids[i] for i in np.argsort(-on[0])]
     assert order_on.index("d1") > 1 and order_on.index("d5") > 1
+
+
+def test_a_dense_retriever_can_match_excluded_aspects_with_bm25(minilm):
+    """aspect_scorer="bm25": the keep part is scored by the model, the excluded aspects (and guards) by BM25 over
+    the same documents; the result is exactly the penalty formula applied to those two score matrices."""
+    from infembed.exclusions import ExclusionSettings, apply, plan
+    from infembed.search.bm25 import BM25
+
+    settings = ExclusionSettings(alpha=3.0, threshold=0.5, margin=0.25, aspect_scorer="bm25")
+    retriever = DenseRetriever(minilm, cache=False, show_progress=False, exclusions=settings)
+    retriever.index(CORPUS)
+    queries = ["cars and their fuel", "cars and their fuel"]
+    instructions = ["Documents about electric cars are not relevant.", "Any kind of car is relevant."]
+    got = retriever._scores(retriever.score_pairs, ["q1", "q2"], queries, instructions, None)
+    exclusion_plan = plan(instructions, "rules")
+    keep = retriever.score_pairs(queries, exclusion_plan.keep_instructions())
+    lexical = BM25().index([doc.full_text() for doc in CORPUS.values()])
+    extra = lexical.scores(exclusion_plan.aspects + exclusion_plan.guard_texts)
+    m = len(exclusion_plan.aspects)
+    expected = apply(keep, extra[:m], exclusion_plan, settings, guard_scores=extra[m:])
+    assert np.abs(got - expected).max() <= 1e-5 * np.abs(expected).max()
+    # the electric-car documents go down, below the diesel one; the plain instruction is untouched
+    order = [list(CORPUS)[i] for i in np.argsort(-got[0])]
+    assert order.index("d3") < order.index("d1") and order.index("d3") < order.index("d5")
+    assert np.abs(got[1] - retriever.score_pairs(queries[1:], instructions[1:])[0]).max() <= 1e-5
+
+
+def test_fit_chooses_the_aspect_scorer_on_the_training_rows(data_dir, minilm):
+    rows = read_triplets(data_dir / "inf-ir-msmarco-negation" / "train.jsonl")[:60]
+    retriever = DenseRetriever(minilm, cache=False, show_progress=False)
+    report = fit(retriever, rows, alphas=(3.0,), thresholds=(0.5,), margins=(0.25,), aspect_scorers=("self", "bm25"))
+    assert {g["aspect_scorer"] for g in report.grid} == {"self", "bm25"} and len(report.grid) == 2
+    best = max(report.grid, key=lambda g: g["objective"])
+    assert report.settings.aspect_scorer == best["aspect_scorer"] or best["objective"] - report.objective <= 0.002
+    assert report.settings.to_json()["aspect_scorer"] == report.settings.aspect_scorer
+    with pytest.raises(ValueError, match="aspect scorer"):
+        fit(retriever, rows, aspect_scorers=("tfidf",))

@@ -8,6 +8,7 @@ from pathlib import Path
 import typer
 
 from infembed.cli import app, console, friendly_errors
+from infembed.data.errors import SettingsError
 
 
 @app.command("eval")
@@ -37,9 +38,9 @@ def eval_command(
     if not specs:  # nothing named: the packaged default model, as `-m default`
         specs = ["default"]
     if top_k < 1:
-        raise ValueError(f"--top-k must be at least 1, got {top_k}")
+        raise SettingsError(f"--top-k must be at least 1, got {top_k}")
     if batch_size < 1:
-        raise ValueError(f"--batch-size must be at least 1, got {batch_size}")
+        raise SettingsError(f"--batch-size must be at least 1, got {batch_size}")
     splitter = exclusion_splitter_from_flags(exclusions, exclusion_llm_url, exclusion_llm_model)
     if output is not None:  # checked before the (long) evaluation, so a bad -o never loses its results
         check_output(output, runs=len(benchmark) * len(specs))
@@ -88,13 +89,13 @@ def exclusion_splitter_from_flags(exclusions: str, url: str | None, model: str |
     from infembed.instructions import SPLITTERS, llm_splitter
 
     if exclusions not in SPLITTERS:
-        raise ValueError(f"--exclusions must be one of {', '.join(SPLITTERS)}, got {exclusions!r}")
+        raise SettingsError(f"--exclusions must be one of {', '.join(SPLITTERS)}, got {exclusions!r}")
     if exclusions != "llm":
         if url or model:
-            raise ValueError("--exclusion-llm-url/--exclusion-llm-model apply to --exclusions llm only")
+            raise SettingsError("--exclusion-llm-url/--exclusion-llm-model apply to --exclusions llm only")
         return None
     if not url or not model:
-        raise ValueError("--exclusions llm needs --exclusion-llm-url and --exclusion-llm-model")
+        raise SettingsError("--exclusions llm needs --exclusion-llm-url and --exclusion-llm-model")
     from infembed import cache_dir
 
     return llm_splitter(url, model, cache=str(cache_dir() / "exclusion-splits.sqlite"))

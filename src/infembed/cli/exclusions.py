@@ -21,7 +21,7 @@ def fit_exclusions_command(
     output: Path = typer.Option(None, "--output", "-o", help="Write the fit (settings, objective, grid) as JSON."),
     device: str = typer.Option(None, "--device"),
 ) -> None:
-    """Fit alpha, threshold and margin of exclusion-aware scoring (docs/instructions.md) for one retriever."""
+    """Fit alpha, threshold, margin (and, for a model, the aspect scorer) of exclusion-aware scoring (docs/instructions.md)."""
     from infembed.data.jsonl import write_json
     from infembed.evaluate.retrievers import build_retriever
     from infembed.exclusions import fit
@@ -35,10 +35,12 @@ def fit_exclusions_command(
         raise SettingsError("--save needs --model pointing at a model dir written by infembed (with infembed.json)")
     rows = load_rows(data)
     ret = build_retriever(retriever or model, device=device, cache=False, show_progress=False)
-    report = fit(ret, rows)
+    # a dense model may match the excluded aspects itself or through BM25 over the same documents: fit both
+    report = fit(ret, rows, aspect_scorers=("self",) if retriever == "bm25" else ("self", "bm25"))
     s = report.settings
     console.print(f"fitted on {report.n_scenarios} scenarios from {len(rows)} rows: alpha={s.alpha} "
-                  f"threshold={s.threshold} margin={s.margin} (objective {report.objective:.4f}, "
+                  f"threshold={s.threshold} margin={s.margin} aspect_scorer={s.aspect_scorer} "
+                  f"(objective {report.objective:.4f}, "
                   f"{report.objective_off:.4f} without exclusions)")
     if output is not None:
         write_json(output, {**report.to_json(), "grid": report.grid, "data": list(data)})

@@ -127,22 +127,68 @@ def require_id(obj: dict[str, Any], key: str, path: str | Path, line: int) -> st
     return id_text(obj[key], path, line, key)
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def _publishable(path: str | Path, *, directory: bool = False) -> None:
+    """Give a temporary file the permissions a plain ``open(path, "w")`` would (mkstemp/mkdtemp make them
+    private to the owner, and a renamed result would stay so)."""
+    os.chmod(path, (0o777 if directory else 0o666) & ~_umask())
+
+
 @contextlib.contextmanager
-def atomic_write(path: str | Path, mode: str = "w") -> Iterator[TextIO]:
-    """Write to a temporary file beside ``path`` and rename it over ``path`` only when the block succeeds,
-    so a crash never leaves a half-written file and never destroys the previous one."""
+def atomic_path(path: str | Path) -> Iterator[Path]:
+    """A temporary path beside ``path`` for writers that take a file name (faiss, matplotlib, numpy); it is
+    renamed over ``path`` only when the block succeeds, so a crash never leaves a half-written file and never
+    destroys the previous one. The one place that does atomic replacement of a file (see :func:`atomic_write`)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
     try:
-        with os.fdopen(fd, mode, encoding=None if "b" in mode else "utf-8") as handle:
-            yield handle
-            handle.flush()
-            os.fsync(handle.fileno())
+        yield Path(tmp)
+        _publishable(tmp)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
+        raise
+
+
+@contextlib.contextmanager
+def atomic_write(path: str | Path, mode: str = "w") -> Iterator[TextIO]:
+    """Write to a temporary file beside ``path`` (text as UTF-8, or ``mode="wb"``) and rename it over ``path``
+    only when the block succeeds; the data is flushed to disk before the rename."""
+    with atomic_path(path) as tmp, open(tmp, mode, encoding=None if "b" in mode else "utf-8") as handle:
+        yield handle
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+@contextlib.contextmanager
+def atomic_dir(path: str | Path) -> Iterator[Path]:
+    """A temporary directory beside ``path``, renamed over it (the old one removed) when the block succeeds;
+    removed when it fails. For outputs that are a directory (a saved model, a BM25 index)."""
+    import shutil
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
+    try:
+        yield tmp
+        _publishable(tmp, directory=True)
+        if path.exists():
+            old = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".old", dir=path.parent))
+            os.replace(path, old / path.name)
+            os.replace(tmp, path)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(tmp, path)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
         raise
 
 

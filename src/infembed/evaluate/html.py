@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 from collections.abc import Sequence
 from html import escape
 from pathlib import Path
@@ -304,9 +303,6 @@ def write_html(results: Sequence[dict[str, Any]], path: str | Path, title: str =
     page = report_html(results, title)
     with atomic_write(path) as handle:
         handle.write(page)
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(path, 0o666 & ~umask)  # a page to share or serve, not the temporary file's private mode
     return Path(path)
 
 

@@ -10,7 +10,6 @@ fingerprint and the exact texts, so a second evaluation of the same model skips 
 from __future__ import annotations
 
 import hashlib
-import os
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Protocol, runtime_checkable
@@ -19,6 +18,7 @@ import numpy as np
 
 from infembed import cache_dir
 from infembed.data.errors import SettingsError
+from infembed.data.jsonl import atomic_write
 from infembed.data.records import Document
 from infembed.exclusions import DEFAULTS, ExclusionSettings, exclusion_aware_scores, resolve_exclusions
 from infembed.instructions import Instruction
@@ -97,7 +97,11 @@ class _ExclusionAware:
     def _scores(self, score_pairs, query_ids, queries, instructions, candidates) -> np.ndarray:
         pools = candidate_pools(query_ids, candidates, self.doc_index) if candidates is not None else None
         return exclusion_aware_scores(score_pairs, list(queries), list(instructions), self.exclusions,
-                                      self.exclusion_splitter, pools)
+                                      self.exclusion_splitter, pools, lexical_scores=self.lexical_scores)
+
+    def lexical_scores(self, texts: Sequence[str]) -> np.ndarray:
+        """BM25 scores of texts (excluded aspects) against the indexed documents (``aspect_scorer="bm25"``)."""
+        raise NotImplementedError
 
 
 class BM25Retriever(_ExclusionAware):
@@ -131,6 +135,9 @@ class BM25Retriever(_ExclusionAware):
         """BM25 scores of each joined (query, instruction) text against every indexed document."""
         return self._bm25.scores([join(self.template, q, i) for q, i in zip(queries, instructions)])
 
+    def lexical_scores(self, texts: Sequence[str]) -> np.ndarray:
+        return self._bm25.scores(list(texts))
+
 
 class DenseRetriever(_ExclusionAware):
     """Exact inner-product search over L2-normalised embeddings of an :class:`~infembed.model.InFEmbed` model.
@@ -154,6 +161,8 @@ class DenseRetriever(_ExclusionAware):
         self.show_progress = show_progress
         self.name = getattr(model, "source", None) or model.config.base_model or "dense"
         self._embeddings: np.ndarray | None = None
+        self._texts: list[str] = []
+        self._lexical: BM25 | None = None
 
     @property
     def template(self) -> str:
@@ -171,6 +180,7 @@ class DenseRetriever(_ExclusionAware):
         self.doc_ids = list(doc_ids) if doc_ids is not None else list(corpus)
         self.doc_index = {d: i for i, d in enumerate(self.doc_ids)}
         texts = [corpus[d].full_text() for d in self.doc_ids]
+        self._texts, self._lexical = texts, None
         path = self._cache_file(texts) if self.cache else None
         if path is not None and path.exists():
             self._embeddings = np.load(path)
@@ -179,16 +189,19 @@ class DenseRetriever(_ExclusionAware):
             texts, batch_size=self.batch_size, progress="encoding corpus" if self.show_progress else None
         )
         if path is not None:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(f".{os.getpid()}.tmp.npy")
-            np.save(tmp, self._embeddings)
-            os.replace(tmp, path)
+            with atomic_write(path, "wb") as handle:
+                np.save(handle, self._embeddings)
 
     def retrieve(self, query_ids, queries, instructions, *, top_k=1000, candidates=None) -> Run:
         if self._embeddings is None:
             raise RuntimeError("call index(corpus) first")
         scores = self._scores(self.score_pairs, query_ids, queries, instructions, candidates)
         return top_k_run(scores, query_ids, self.doc_ids, top_k, candidates, self.doc_index)
+
+    def lexical_scores(self, texts: Sequence[str]) -> np.ndarray:
+        if self._lexical is None:  # built on first use: only instructions that exclude need it
+            self._lexical = BM25().index(self._texts)
+        return self._lexical.scores(texts)
 
     def score_pairs(self, queries: Sequence[str], instructions: Sequence[str | None]) -> np.ndarray:
         """Cosine of each (query, instruction) embedding with every indexed document."""

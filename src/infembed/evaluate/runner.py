@@ -14,6 +14,7 @@ import math
 import time
 from typing import Any
 
+from infembed.data.errors import SettingsError
 from infembed.data.records import Benchmark
 from infembed.evaluate.metrics import DEFAULT_K, p_mrr, remove_excluded, trec_scores
 from infembed.evaluate.retrievers import Retriever
@@ -90,7 +91,7 @@ def _title(benchmark: Benchmark, doc_id: str, length: int = 70) -> str:
 
 def evaluate(benchmark: Benchmark, retriever: Retriever, *, top_k: int = 1000, model_name: str | None = None) -> dict[str, Any]:
     if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
-        raise ValueError(f"top_k must be a whole number >= 1, got {top_k!r}")
+        raise SettingsError(f"top_k must be a whole number >= 1, got {top_k!r}")
     start = time.perf_counter()
     candidates = benchmark.top_ranked
     if candidates is not None:

@@ -64,16 +64,11 @@ def save_if_dequantised(model: Any, tokenizer: Any, target: Path | None) -> None
 
 def save_checkpoint(model: Any, tokenizer: Any, target: Path) -> None:
     """Write a dequantised model and its tokenizer to ``target`` atomically (a temp dir renamed into place)."""
-    import shutil
-    import tempfile
+    from infembed.data.jsonl import atomic_dir
 
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
     try:
-        model.save_pretrained(tmp)
-        tokenizer.save_pretrained(tmp)
-        os.replace(tmp, target)
+        with atomic_dir(target) as tmp:
+            model.save_pretrained(tmp)
+            tokenizer.save_pretrained(tmp)
     except OSError:  # another process won the race, or the disk is read-only/full: the cache is optional
         pass
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)

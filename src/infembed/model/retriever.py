@@ -25,6 +25,7 @@ import torch
 from torch import nn
 
 from infembed.data.errors import SettingsError
+from infembed.data.jsonl import write_json
 from infembed.model.encoder import Encoder, load_sentence_transformer, resolve_device
 from infembed.model.interaction import DEFAULT_TEMPLATE, CrossAttentionInteraction, join, resolve_template
 
@@ -189,7 +190,7 @@ class InFEmbed(nn.Module):
             state = {k: v.detach().cpu().contiguous() for k, v in self.interaction.state_dict().items()}
             save_file(state, str(path / "interaction.safetensors"))
         self.config.versions = _versions()
-        (path / CONFIG_NAME).write_text(json.dumps(asdict(self.config), indent=2) + "\n")
+        write_json(path / CONFIG_NAME, asdict(self.config))
 
     # ----------------------------------------------------------------------------------- properties
 

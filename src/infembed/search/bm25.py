@@ -8,15 +8,14 @@ reference runs. A saved index keeps its settings beside the bm25s files.
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import tempfile
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from infembed.data.jsonl import atomic_dir
 
 
 @dataclass(frozen=True)
@@ -44,7 +43,11 @@ class BM25:
         import bm25s
 
         return bm25s.tokenize(
-            list(texts), stopwords=self.settings.stopwords, stemmer=self._stemmer, show_progress=False, **kwargs
+            list(texts),
+            stopwords=self.settings.stopwords,
+            stemmer=self._stemmer,
+            show_progress=False,
+            **kwargs,
         )
 
     def index(self, texts: Sequence[str]) -> BM25:
@@ -72,21 +75,16 @@ class BM25:
         """(scores, document rows), both (len(texts), min(k, count)); a document sharing no term with the text is
         not a result (row -1), rather than score-0 filler."""
         model = self._ready()
-        result = model.retrieve(self._tokenize(texts, return_ids=False), k=min(k, self.count), show_progress=False)
+        result = model.retrieve(
+            self._tokenize(texts, return_ids=False), k=min(k, self.count), show_progress=False
+        )
         return result.scores, np.where(result.scores > 0, result.documents, -1)
 
     def save(self, path: Path) -> None:
         """Write the index to ``path`` (a dir) atomically: a temporary dir renamed over the old one."""
-        path = Path(path)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
-        try:
+        with atomic_dir(path) as tmp:
             self._ready().save(str(tmp), show_progress=False)
             (tmp / "infembed_bm25.json").write_text(json.dumps(asdict(self.settings)))
-            shutil.rmtree(path, ignore_errors=True)
-            os.replace(tmp, path)
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
 
     @classmethod
     def load(cls, path: Path, settings: BM25Settings | None = None) -> BM25:
