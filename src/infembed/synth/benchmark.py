@@ -42,8 +42,8 @@ from typing import Any
 from infembed.data.errors import DataError, SettingsError
 from infembed.data.records import Benchmark, InstructionQuery
 from infembed.synth import prompts, structured
-from infembed.synth.costs import Price, price_for
-from infembed.synth.llm import ChatRequest, LLMClient, RequestRejected, UsageMeter
+from infembed.synth.costs import Price
+from infembed.synth.llm import ChatRequest, LLMClient, RequestRejected
 from infembed.synth.pipeline import _FINGERPRINT, Pipeline, RunState, SynthConfig
 from infembed.synth.stages import Reject, _add_usage, _gather, new_usage, shorten
 
@@ -386,6 +386,7 @@ class BenchmarkBuilder(Pipeline):
         """Write the benchmark (and its exclusion variant) from the records, ``README.md`` and the summary."""
         from infembed.data.benchmarks.local import save_benchmark
         from infembed.data.jsonl import atomic_write, write_json
+        from infembed.synth.benchmark_summary import readme
 
         state = RunState.load(self.out_dir, self.stage_files)
         kept = self._kept(state)
@@ -404,190 +405,6 @@ class BenchmarkBuilder(Pipeline):
         return summary
 
     def summarize(self, state: RunState, kept: int, seconds: float) -> dict[str, Any]:  # type: ignore[override]
-        ids = [item.id for item in self.source.pairs]
-        stages = [s for s in BUILDER_STAGES if s != "exclusion" or self.config.exclusions]
-        per_stage: dict[str, dict[str, Any]] = {}
-        for stage in stages:
-            done = 0
-            rejected: dict[str, int] = {}
-            for pid in ids:
-                reject = state.rejects.get(pid)
-                if reject is not None and reject.get("stage") == stage:
-                    head = str(reject.get("reason", "")).split(" (", 1)[0]
-                    rejected[head] = rejected.get(head, 0) + 1
-                elif self._through(state, pid, stage):
-                    done += 1
-            n_rejected = sum(rejected.values())
-            per_stage[stage] = {
-                "in": done + n_rejected,
-                "kept": done,
-                "rejected": n_rejected,
-                "keep_rate": round(done / (done + n_rejected), 4) if done + n_rejected else None,
-                "reasons": dict(sorted(rejected.items(), key=lambda kv: -kv[1])),
-            }
-        tokens: dict[str, dict[str, int]] = {s: new_usage() for s in STAGE_FILES}
-        for stage in STAGE_FILES:
-            records = list(state.records[stage].values()) + [
-                r for r in state.rejects.values() if r.get("stage") == stage
-            ]
-            for record in records:
-                for k, v in (record.get("usage") or {}).items():
-                    tokens[stage][k] = tokens[stage].get(k, 0) + int(v)
-        parseable = {
-            s: round(1 - u["unusable"] / u["requests"], 4) if u["requests"] else None
-            for s, u in tokens.items()
-        }
-        rejected_ids = [pid for pid in ids if pid in state.rejects]
-        finished = kept + len(rejected_ids)
-        settings = self.stages.settings
-        models = {s: settings.judge_model if s == "judge" else settings.model for s in STAGE_FILES}
-        cost_total: float | None = 0.0
-        costs: dict[str, float | None] = {}
-        for stage, usage in tokens.items():
-            price = price_for(models[stage], self.prices)
-            if price is None:
-                costs[stage] = None
-                cost_total = None
-                continue
-            costs[stage] = round(
-                price.cost(usage["prompt_tokens"], usage["completion_tokens"], self.batch_prices), 6
-            )
-            if cost_total is not None:
-                cost_total += costs[stage]
-        meter: UsageMeter = self.client.meter
-        this_run_cost: float | None = 0.0
-        for stage, usage in meter.stages.items():
-            price = price_for(models.get(stage, settings.model), self.prices)
-            if price is None:
-                if usage.requests:
-                    this_run_cost = None
-                continue
-            if this_run_cost is not None:
-                this_run_cost += price.cost(usage.prompt_tokens, usage.completion_tokens, self.batch_prices)
-        all_prompt = sum(u["prompt_tokens"] for u in tokens.values())
-        all_completion = sum(u["completion_tokens"] for u in tokens.values())
-        kept_items = [
-            item
-            for item in self.source.pairs
-            if item.id not in state.rejects and item.id in state.records["judge"]
-        ]
-        relevant = sum(len(item.relevant) for item in kept_items)
-        still = sum(
-            1
-            for item in kept_items
-            for d in item.relevant
-            if state.records["judge"][item.id]["relevant"].get(d)
-        )
-        outcomes = dict(self._outcomes)
-        done_now = outcomes.get("kept", 0) + outcomes.get("rejected", 0)
-        return {
-            "source": self.source.source,
-            "output": str(self.output),
-            "models": {"generation": settings.model, "judge": settings.judge_model},
-            "collection": {
-                "queries_judged": self.source.queries_judged,
-                "not_eligible": self.source.skipped,
-            },
-            "rows": {  # rows are queries here; the same keys as synth run
-                "input": len(ids),
-                "kept": kept,
-                "rejected": len(rejected_ids),
-                "unfinished": len(ids) - finished,
-                "deferred_to_batch": self._deferred,
-            },
-            "keep_rate": round(kept / finished, 4) if finished else None,
-            "stages": per_stage,
-            "documents": {
-                "relevant_og": relevant,
-                "still_relevant": still,
-                "lost_relevance": relevant - still,
-            },
-            "parseable_share": parseable,
-            "tokens": {
-                "per_stage": tokens,
-                "prompt_tokens": all_prompt,
-                "completion_tokens": all_completion,
-                "per_finished_query": {
-                    "prompt_tokens": round(all_prompt / finished, 1) if finished else None,
-                    "completion_tokens": round(all_completion / finished, 1) if finished else None,
-                },
-            },
-            "cost_usd": {
-                "all_answers": round(cost_total, 6) if cost_total is not None else None,
-                "per_stage": costs,
-                "this_run": round(this_run_cost, 6) if this_run_cost is not None else None,
-                "per_1000_queries": round(cost_total / finished * 1000, 4)
-                if cost_total is not None and finished
-                else None,
-                "batch_prices": self.batch_prices,
-            },
-            "this_run": {
-                "seconds": round(seconds, 3),
-                "outcomes": outcomes,
-                "queries_per_second": round(done_now / seconds, 4) if seconds and done_now else None,
-                **meter.to_json(),
-            },
-        }
+        from infembed.synth.benchmark_summary import summarize
 
-    def _through(self, state: RunState, pid: str, stage: str) -> bool:
-        if stage == "select":  # passed: judged, and not rejected before the exclusion stage
-            reject = state.rejects.get(pid)
-            return pid in state.records["judge"] and (reject is None or reject.get("stage") == "exclusion")
-        return pid in state.records[stage]
-
-
-def readme(summary: dict[str, Any], config: BenchmarkConfig, variant: bool = False) -> str:
-    """The benchmark's README.md: where it comes from, how it was made, and the counts."""
-    rows, docs = summary["rows"], summary["documents"]
-    reasons = [
-        f"- {stage}: {reason}: {n}"
-        for stage, s in summary["stages"].items()
-        for reason, n in s["reasons"].items()
-    ]
-    skipped = [f"- {reason}: {n}" for reason, n in summary["collection"]["not_eligible"].items()]
-    changed_text = (
-        "the original instruction followed by ONE sentence that states the narrowing only as an exclusion of "
-        'what lost relevance ("Documents that ... are not relevant."), never what stays relevant; the '
-        "judgments are those made against the narrowing sentence of the base variant"
-        if variant
-        else "the original instruction followed by ONE sentence that narrows it"
-    )
-    lines = [
-        f"# {Path(summary['output']).name}{'-excl' if variant else ''}: an instruction benchmark built by "
-        "`infembed synth benchmark`",
-        "",
-        f"Source collection: `{summary['source']}` ({summary['collection']['queries_judged']} queries with "
-        "judged-relevant documents). Built with `infembed synth benchmark` (docs/synthesis.md gives every prompt).",
-        f"Models: `{summary['models']['generation']}` writes, `{summary['models']['judge']}` re-judges. "
-        "LLM-written instructions and judgments: check a sample before trusting scores on it.",
-        "",
-        "## Method",
-        "",
-        f"1. Queries with {config.min_relevant} to {config.max_relevant} judged-relevant documents are used, "
-        "in the collection's order.",
-        f"2. `instruction_og`: an LLM sees the query and its relevant documents (up to "
-        f"{config.max_documents_in_prompt}, each cut to {config.max_passage_chars} characters) and writes an "
-        "instruction under which all of them are relevant.",
-        f"3. `instruction_changed`: {changed_text}.",
-        "4. Every originally relevant document is re-judged (yes/no) against the changed instruction; "
-        "`qrels_changed.tsv` sets those judged not relevant to 0.",
-        f"5. A query is kept when at least {config.min_kept} document(s) stay relevant, at least "
-        f"{config.min_lost} lose relevance, and at most {config.max_kept_share:.0%} stay.",
-        "",
-        "## Counts",
-        "",
-        f"- queries tried: {rows['input']}; kept: {rows['kept']}; rejected: {rows['rejected']}; "
-        f"unfinished: {rows['unfinished']}",
-        f"- relevant (query, document) pairs of the kept queries: {docs['relevant_og']}; still relevant "
-        f"under the changed instruction: {docs['still_relevant']}; lost relevance: {docs['lost_relevance']}",
-        "",
-        "Rejected queries, by stage and reason (details in `synth/rejects.jsonl`):",
-        "",
-        *(reasons or ["- none"]),
-        "",
-        "Queries of the collection not used:",
-        "",
-        *(skipped or ["- none"]),
-        "",
-    ]
-    return "\n".join(lines)
+        return summarize(self, state, kept, seconds)
