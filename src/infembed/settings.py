@@ -25,21 +25,65 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import json
+import math
 import types
 import typing
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
-from infembed.data.errors import DataError
+from infembed.data.errors import DataError, SettingsError
 from infembed.data.jsonl import json_error_reason
 
 T = TypeVar("T")
 
 
-def setting(default: Any = dataclasses.MISSING, help: str = "", *, default_factory: Any = dataclasses.MISSING) -> Any:
-    """A dataclass field with its help text (shown by ``--help`` and in the docs)."""
-    return dataclasses.field(default=default, default_factory=default_factory, metadata={"help": help})
+def setting(
+    default: Any = dataclasses.MISSING,
+    help: str = "",
+    *,
+    default_factory: Any = dataclasses.MISSING,
+    envvar: str | None = None,
+) -> Any:
+    """A dataclass field with its help text (shown by ``--help`` and in the docs); ``envvar``: its flag also
+    reads this environment variable."""
+    metadata = {"help": help, **({"envvar": envvar} if envvar else {})}
+    return dataclasses.field(default=default, default_factory=default_factory, metadata=metadata)
+
+
+def check_number(
+    name: str,
+    value: Any,
+    *,
+    minimum: float | None = None,
+    maximum: float | None = None,
+    above: float | None = None,
+    below: float | None = None,
+    optional: bool = False,
+    integer: bool = False,
+    why: str = "",
+) -> None:
+    """A numeric setting within its range (NaN and infinity are out of every range), else
+    :class:`~infembed.data.errors.SettingsError` naming the setting, the range and the value."""
+    if value is None and optional:
+        return
+    bounds = []
+    if minimum is not None:
+        bounds.append(f">= {minimum:g}")
+    if above is not None:
+        bounds.append(f"> {above:g}")
+    if maximum is not None:
+        bounds.append(f"<= {maximum:g}")
+    if below is not None:
+        bounds.append(f"< {below:g}")
+    kinds = (int,) if integer else (int, float)
+    ok = isinstance(value, kinds) and not isinstance(value, bool) and math.isfinite(value)
+    ok = ok and (minimum is None or value >= minimum) and (maximum is None or value <= maximum)
+    ok = ok and (above is None or value > above) and (below is None or value < below)
+    if not ok:
+        reason = f" ({why})" if why else ""
+        kind = "a whole number" if integer else "a number"
+        raise SettingsError(f"{name} must be {kind} {' and '.join(bounds)}{reason}; got {value!r}")
 
 
 # --------------------------------------------------------------------------------------------- files
@@ -97,6 +141,27 @@ def settings_from_dict(cls: type[T], data: Mapping[str, Any], source: str | Path
         raise DataError(str(error), source) from None
 
 
+def settings_with_file(
+    classes: tuple[type, ...], given: tuple[Mapping[str, Any], ...], path: str | Path | None = None
+) -> list[Any]:
+    """One instance per settings dataclass of a command: its fields from the file ``path`` (one mapping whose
+    keys belong to any of ``classes``; checked on their own, so a bad value names the file), with the flags
+    that were given (``given``, one dict per class) on top."""
+    data = read_settings_file(path) if path else {}
+    names = [{f.name for f in dataclasses.fields(cls)} for cls in classes]
+    unknown = sorted(set(data) - set().union(*names))
+    if unknown:
+        known = ", ".join(sorted(set().union(*names)))
+        raise DataError(f"unknown setting(s) {', '.join(unknown)}; known: {known}", path)
+    instances = []
+    for cls, own, flags in zip(classes, names, given, strict=True):
+        from_file = {k: v for k, v in data.items() if k in own}
+        if from_file:
+            settings_from_dict(cls, from_file, path)
+        instances.append(settings_from_dict(cls, {**from_file, **flags}))
+    return instances
+
+
 def _base_type(annotation: Any) -> tuple[Any, bool]:
     """(the scalar type, is it a list) of ``X``, ``X | None``, ``list[X]``, ``list[X] | None``."""
     origin = typing.get_origin(annotation)
@@ -126,9 +191,7 @@ def _checked(name: str, annotation: Any, value: Any, source: str | Path | None) 
         return float(value)
     ok = isinstance(value, base) and not (base in (int, float) and isinstance(value, bool))
     if not ok:
-        raise DataError(
-            f"expected {base.__name__}, got {type(value).__name__} {value!r}", source, field=name
-        )
+        raise DataError(f"expected {base.__name__}, got {type(value).__name__} {value!r}", source, field=name)
     return value
 
 
@@ -159,32 +222,48 @@ def flag_parameters(
         if shown not in (None, "", False) and "default" not in help_text.lower():  # said once, not twice
             help_text = f"{help_text} (default: {shown})".strip()
         annotation = list[base] | None if is_list else base | None  # type: ignore[valid-type]
-        option = typer.Option(None, *names, help=help_text, show_default=False)
-        params.append(inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=option, annotation=annotation))
+        envvar = f.metadata.get("envvar")
+        option = typer.Option(None, *names, help=help_text, show_default=False, envvar=envvar)
+        params.append(
+            inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=option, annotation=annotation)
+        )
     return params
 
 
 def settings_command(
-    cls: type, *, flags: Mapping[str, tuple[str, ...]] | None = None, exclude: tuple[str, ...] = ()
+    *classes: type, flags: Mapping[str, tuple[str, ...]] | None = None, exclude: tuple[str, ...] = ()
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Decorate ``command(settings, **other_options)``: the command gets one flag per field of ``cls`` (see
-    :func:`flag_parameters`) and receives the flags that were given as the dict ``settings``."""
+    """Decorate ``command(settings, **other_options)``: the command gets one flag per field of the settings
+    dataclass (see :func:`flag_parameters`) and receives the flags that were given as the dict ``settings``.
+    With several classes (``settings_command(SynthConfig, ClientConfig)``), whose field names must differ, the
+    command takes one such dict per class, in their order: ``command(synth, client, **other_options)``."""
+    if not classes:
+        raise TypeError("settings_command needs at least one settings dataclass")
 
     def decorate(func: Callable[..., Any]) -> Callable[..., Any]:
         own = inspect.signature(func)
         hints = typing.get_type_hints(func)
-        rest = [p.replace(annotation=hints.get(p.name, p.annotation)) for p in list(own.parameters.values())[1:]]
-        generated = flag_parameters(cls, flags=flags, exclude=exclude)
-        names = {p.name for p in generated}
+        rest = [
+            p.replace(annotation=hints.get(p.name, p.annotation))
+            for p in list(own.parameters.values())[len(classes) :]
+        ]
+        generated = [flag_parameters(cls, flags=flags, exclude=exclude) for cls in classes]
+        per_class = [{p.name for p in params} for params in generated]
+        if sum(map(len, per_class)) != len(set().union(*per_class)):
+            raise TypeError(f"settings classes {classes} share a field name")
 
         def command(**kwargs: Any) -> Any:
-            given = {k: kwargs.pop(k) for k in list(kwargs) if k in names}
-            return func({k: v for k, v in given.items() if v is not None}, **kwargs)
+            given = [{k: kwargs.pop(k) for k in names if kwargs.get(k) is not None} for names in per_class]
+            for names in per_class:
+                for name in names:
+                    kwargs.pop(name, None)
+            return func(*given, **kwargs)
 
         command.__name__ = func.__name__
         command.__doc__ = func.__doc__
         command.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
-            [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in rest] + generated
+            [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in rest]
+            + [p for ps in generated for p in ps]
         )
         return command
 

@@ -3,12 +3,12 @@ run can be reproduced from its output directory (tevatron's habit)."""
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from infembed.data.errors import SettingsError
+from infembed.settings import check_number as _check_number
 from infembed.settings import read_settings_file, setting, settings_from_dict
 
 
@@ -142,37 +142,3 @@ def _check_choice(name: str, value: Any, choices: tuple[str, ...], *, optional: 
     if value not in choices:
         default = " (or unset for the backbone's own)" if optional else ""
         raise SettingsError(f"{name} must be one of {', '.join(choices)}{default}; got {value!r}")
-
-
-def _check_number(
-    name: str,
-    value: Any,
-    *,
-    minimum: float | None = None,
-    maximum: float | None = None,
-    above: float | None = None,
-    below: float | None = None,
-    optional: bool = False,
-    integer: bool = False,
-    why: str = "",
-) -> None:
-    """A numeric setting within its range (NaN and infinity are out of every range)."""
-    if value is None and optional:
-        return
-    bounds = []
-    if minimum is not None:
-        bounds.append(f">= {minimum:g}")
-    if above is not None:
-        bounds.append(f"> {above:g}")
-    if maximum is not None:
-        bounds.append(f"<= {maximum:g}")
-    if below is not None:
-        bounds.append(f"< {below:g}")
-    kinds = (int,) if integer else (int, float)
-    ok = isinstance(value, kinds) and not isinstance(value, bool) and math.isfinite(value)
-    ok = ok and (minimum is None or value >= minimum) and (maximum is None or value <= maximum)
-    ok = ok and (above is None or value > above) and (below is None or value < below)
-    if not ok:
-        reason = f" ({why})" if why else ""
-        kind = "a whole number" if integer else "a number"
-        raise SettingsError(f"{name} must be {kind} {' and '.join(bounds)}{reason}; got {value!r}")
