@@ -2,7 +2,7 @@
 every RNG state and the step counters, so a resumed run continues exactly where it stopped.
 
 A checkpoint is ``<output>/checkpoints/step-<N>/state.pt`` plus the run's record (:func:`outputs.write_record
-<infembed.train.outputs.write_record>`); it is written under a ``.tmp`` name and renamed when complete, and
+<infembed.train.outputs.write_record>`); it is written into a temporary dir renamed into place when complete (``data.jsonl.atomic_dir``), and
 only the newest ``keep`` are kept. Which checkpoint a rerun continues from is :mod:`infembed.train.outputs`'
 decision.
 """
@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from infembed.data.jsonl import atomic_dir
 from infembed.train import outputs
 
 
@@ -40,9 +41,17 @@ def save_checkpoint(
 ) -> Path:
     """Write the checkpoint at ``path`` (from :func:`checkpoint_path`), then remove all but the newest ``keep``
     (``0`` keeps them all). Call it on one process only."""
-    tmp = path.with_name(path.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
+    with atomic_dir(path) as tmp:
+        _write_state(tmp, model, loss_fn, optimizer, scheduler, global_step, micro_step, history, config)
+        outputs.write_record(tmp, config, data_digest)
+    old = sorted(p for p in path.parent.glob("step-*") if not p.name.endswith(".tmp"))
+    for stale in old[:-keep] if keep > 0 else []:
+        shutil.rmtree(stale, ignore_errors=True)
+    return path
+
+
+def _write_state(tmp: Path, model: torch.nn.Module, loss_fn: torch.nn.Module, optimizer: Any, scheduler: Any,
+                 global_step: int, micro_step: int, history: list[dict[str, Any]], config: dict[str, Any]) -> None:
     trainable = {n: p.detach().cpu() for n, p in model.named_parameters() if p.requires_grad}
     torch.save(
         {
@@ -63,13 +72,6 @@ def save_checkpoint(
         },
         tmp / "state.pt",
     )
-    outputs.write_record(tmp, config, data_digest)
-    shutil.rmtree(path, ignore_errors=True)
-    tmp.rename(path)
-    old = sorted(p for p in path.parent.glob("step-*") if not p.name.endswith(".tmp"))
-    for stale in old[:-keep] if keep > 0 else []:
-        shutil.rmtree(stale, ignore_errors=True)
-    return path
 
 
 def load_checkpoint(
