@@ -52,6 +52,18 @@ def index_command(
         None, "--nprobe", help="IVF: default lists visited per search (default min(nlist, 32))."
     ),
     device: str = typer.Option(None, "--device", help="cpu, cuda, cuda:1 ... (default: cuda if available)."),
+    vector_store: str = typer.Option(
+        "faiss",
+        "--store",
+        help="Where the vectors go: faiss (vectors.faiss in --output, default) | milvus (a Milvus collection at "
+        "--uri, shared by several `infembed serve` replicas; docs/search.md).",
+    ),
+    uri: str = typer.Option(
+        None, "--uri", help="--store milvus: the Milvus server (http://host:19530) or a Milvus Lite file (x/milvus.db)."
+    ),
+    collection: str = typer.Option(
+        None, "--collection", help="--store milvus: the collection's name (default: from --output's name)."
+    ),
 ) -> None:
     """Encode a corpus into a searchable index (resumable; run under torchrun to spread encoding over ranks)."""
     from rich.progress import (
@@ -63,10 +75,16 @@ def index_command(
         TimeRemainingColumn,
     )
 
-    from infembed.search.index import KINDS, Index
+    from infembed.search.index import KINDS, STORES, Index
 
     if kind not in KINDS:
         raise SettingsError(f"--kind must be one of {', '.join(KINDS)}, got {kind!r}")
+    if vector_store not in STORES:
+        raise SettingsError(f"--store must be one of {', '.join(STORES)}, got {vector_store!r}")
+    if vector_store == "milvus" and not uri:
+        raise SettingsError("--store milvus needs --uri: a Milvus server (http://host:19530) or a .db file")
+    if vector_store != "milvus" and (uri or collection):
+        raise SettingsError("--uri and --collection apply to --store milvus only")
     rank = int(os.environ.get("RANK", "0"))
     columns = (
         TextColumn("encoding"),
@@ -95,6 +113,9 @@ def index_command(
             nprobe=nprobe,
             device=_device(device),
             progress=progress,
+            store=vector_store,
+            uri=uri,
+            collection=collection,
         )
     if rank == 0:
         model_note = (
@@ -102,8 +123,13 @@ def index_command(
             if index.fingerprint
             else ""
         )
+        where = (
+            f" (collection {index.meta['store']['collection']} at {index.meta['store']['uri']})"
+            if index.store == "milvus"
+            else ""
+        )
         console.print(
-            f"[bold green]indexed[/] {index.count} documents into {output} (kind {index.kind}{model_note})"
+            f"[bold green]indexed[/] {index.count} documents into {output}{where} (kind {index.kind}{model_note})"
         )
 
 

@@ -92,7 +92,6 @@ def model_spec(model: Any) -> str:
     return source
 
 
-
 def build_dense(
     model: Any,
     docs: Mapping[str, Document],
@@ -104,9 +103,10 @@ def build_dense(
     batch_size: int,
     faiss: dict[str, Any],
     progress: Progress | None = None,
+    milvus: dict[str, str] | None = None,
 ) -> None:
     """Encode the corpus shard by shard (resumable; shared out over torchrun ranks), then assemble and write
-    the faiss index and index.json."""
+    the faiss index, or fill the Milvus collection ``milvus`` ({"uri", "collection"}), and index.json."""
     fingerprint = model.fingerprint()
     dim = int(model.dim)
     count = len(ids)
@@ -120,8 +120,15 @@ def build_dense(
         "shard_size": shard_size,
         "corpus_sha256": corpus_digest(ids, docs),
     }
+    collection = None
     with distributed() as (rank, world, barrier):
+        if milvus is not None and world > 1 and "://" not in milvus["uri"]:
+            raise SettingsError(
+                "a Milvus Lite file cannot be shared by torchrun ranks: give a Milvus server URI (http://host:19530)"
+            )
         if rank == 0:
+            if milvus is not None:  # refused before any encoding when the collection holds another build
+                collection = open_milvus_for_build(milvus, kind, count, dim, faiss, manifest)
             root.mkdir(parents=True, exist_ok=True)
             store.remove(root, META_NAME)  # index.json exists only while the dir is a complete index
             docs_present = (root / DOCS_NAME).exists() and (root / OFFSETS_NAME).exists()
@@ -131,23 +138,35 @@ def build_dense(
                 write_json(root / BUILD_NAME, manifest)
             (root / SHARD_DIR).mkdir(exist_ok=True)
         barrier()
+        if milvus is not None and collection is None:  # the other ranks insert their own shards
+            collection = open_milvus_for_build(milvus, kind, count, dim, faiss, manifest)
         done = 0
         mine = [s for s in range(shards) if s % world == rank]
         for shard in mine:
             lo, hi = shard * shard_size, min(count, (shard + 1) * shard_size)
             path = shard_path(root, shard)
-            if not store.shard_ok(path, hi - lo, dim):
+            # a shard wholly in the collection is done, even where its local file is gone (another machine)
+            stored = collection is not None and collection.rows_present(lo, hi) == hi - lo
+            if not stored and not store.shard_ok(path, hi - lo, dim):
                 texts = [docs[d].full_text() for d in ids[lo:hi]]
                 encoded = model.encode_passages(texts, batch_size=batch_size)
                 store.save_npy(path, np.ascontiguousarray(encoded, dtype=np.float32))
+            if not stored and collection is not None:
+                collection.upsert(lo, np.load(path), ids[lo:hi], docs)
             done += hi - lo
             if progress is not None:
                 progress(done if world == 1 else min(count, done * world), count)
         barrier()
         if rank == 0:
-            settings = vectors.faiss_settings(kind, count, **faiss)
-            index = vectors.assemble(root, dim, count, shards, settings)
-            vectors.write(index, root / FAISS_NAME)
+            if collection is None:
+                settings = vectors.faiss_settings(kind, count, **faiss)
+                index = vectors.assemble(root, dim, count, shards, settings)
+                vectors.write(index, root / FAISS_NAME)
+                placed: dict[str, Any] = {"faiss": settings}
+            else:
+                store.remove(root, FAISS_NAME)  # from an earlier faiss build of this dir
+                check_milvus(collection, root, count)
+                placed = {"store": {"kind": "milvus", **milvus}, "milvus": collection.settings}
             meta = {
                 "format": INDEX_FORMAT,
                 "kind": kind,
@@ -163,15 +182,49 @@ def build_dense(
                     "pooling": model.config.pooling,
                     "passage_max_length": model.config.passage_max_length,
                 },
-                "faiss": settings,
+                **placed,
                 "corpus_sha256": manifest["corpus_sha256"],
                 "world_size": world,
                 "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
                 "versions": vectors.versions(),
             }
+            if collection is not None:
+                collection.finish(meta)
             write_json(root / META_NAME, meta)
             shutil.rmtree(root / BM25_DIR, ignore_errors=True)  # from an earlier bm25 build of this dir
         barrier()
+
+
+def open_milvus_for_build(
+    target: dict[str, str], kind: str, count: int, dim: int, tuning: dict[str, Any], manifest: dict[str, Any]
+) -> Any:
+    """The build's Milvus collection: created, or an existing one recording this same build (to resume).
+    Shards are upserted by primary key as they are encoded, so a rerun after a kill writes only the shards
+    that are not wholly in the collection, and never a row twice."""
+    from infembed.search.milvus import MilvusStore, milvus_settings
+
+    collection = MilvusStore(target["uri"], target["collection"], milvus_settings(kind, count, **tuning))
+    build = {
+        "format": INDEX_FORMAT,
+        "fingerprint": manifest["fingerprint"],
+        "dim": dim,
+        "count": count,
+        "corpus_sha256": manifest["corpus_sha256"],
+        "kind": kind,
+    }
+    collection.prepare(build, dim)
+    return collection
+
+
+def check_milvus(collection: Any, root: Path, count: int) -> None:
+    """Every row is in the collection once (each rank upserted its own shards)."""
+    present = collection.count
+    if present != count:
+        raise DataError(
+            f"Milvus collection {collection.collection!r} holds {present} rows after the build, "
+            f"expected {count}",
+            root,
+        )
 
 
 def build_bm25(docs: Mapping[str, Document], ids: list[str], root: Path) -> None:

@@ -28,8 +28,7 @@ from typing import Any
 import numpy as np
 
 from infembed.data.errors import DataError, SettingsError
-from infembed.data.records import Document
-from infembed.search import store, vectors
+from infembed.search import vectors
 from infembed.search.bm25 import BM25, BM25Settings
 from infembed.search.build import Progress, build_bm25, build_dense, load_corpus, model_spec, resolve_model
 from infembed.search.store import (
@@ -39,12 +38,15 @@ from infembed.search.store import (
     INDEX_FORMAT,
     META_NAME,
     DocStore,
+    check_output_dir,
     read_manifest,
     shard_path,
 )
 from infembed.search.vectors import DENSE_KINDS
 
 KINDS = (*DENSE_KINDS, "bm25")
+STORES = ("faiss", "milvus")
+
 
 class IndexModelMismatch(ValueError):
     """The model given to :meth:`Index.load` is not the one the index was built with."""
@@ -76,14 +78,20 @@ class Index:
     """
 
     def __init__(
-        self, path: Path, meta: dict[str, Any], model: Any = None, vectors: Any = None, bm25: Any = None
+        self,
+        path: Path,
+        meta: dict[str, Any],
+        model: Any = None,
+        vectors: Any = None,
+        bm25: Any = None,
+        docs: Any = None,
     ):
         self.path = Path(path)
         self.meta = meta
         self.model = model
-        self.vectors = vectors
+        self.vectors = vectors  # the vector store: vectors.FaissStore or milvus.MilvusStore (dense kinds)
         self.bm25 = bm25
-        self.docs = DocStore(self.path)
+        self.docs = docs if docs is not None else DocStore(self.path)
 
     # ------------------------------------------------------------------------------------ properties
 
@@ -97,6 +105,11 @@ class Index:
 
     def __len__(self) -> int:
         return self.count
+
+    @property
+    def store(self) -> str:
+        """Where the vectors live: "faiss" (vectors.faiss in the dir), "milvus" (a collection) or "bm25"."""
+        return "bm25" if self.kind == "bm25" else self.meta.get("store", {}).get("kind", "faiss")
 
     @property
     def dim(self) -> int | None:
@@ -125,7 +138,7 @@ class Index:
             raise SettingsError("a BM25 index has no embeddings")
         paths = [shard_path(self.path, s) for s in range(self.meta["shards"])]
         if not all(p.exists() for p in paths) and self.kind != "ivf":  # shards deleted after the build
-            return self.vectors.reconstruct_n(0, self.count)
+            return self.vectors.reconstruct(np.arange(self.count))
         shards = [np.load(p) for p in paths]
         return np.concatenate(shards) if shards else np.zeros((0, self.dim), dtype=np.float32)
 
@@ -154,6 +167,9 @@ class Index:
         nprobe: int | None = None,
         device: str | None = None,
         progress: Progress | None = None,
+        store: str = "faiss",
+        uri: str | None = None,
+        collection: str | None = None,
     ) -> Index:
         """Encode ``corpus`` with ``model`` and write an index to ``output_dir``; returns it loaded.
 
@@ -162,23 +178,60 @@ class Index:
         ``id -> Document | text``. Rerunning after an interruption resumes from the last complete shard.
         ``hnsw_m``/``ef_construction``/``ef_search`` tune HNSW, ``nlist``/``nprobe`` tune IVF (defaults from
         the corpus size).
+
+        ``store``: ``"faiss"`` (vectors.faiss in ``output_dir``, the default) or ``"milvus"``: the vectors, the
+        documents and the model fingerprint go into the Milvus collection ``collection`` (default: from the dir's
+        name) at ``uri`` (a server, or a Milvus Lite file such as ``milvus.db``); :mod:`infembed.search.milvus`.
         """
+        if store not in STORES:
+            raise SettingsError(f"store must be one of {', '.join(STORES)}, got {store!r}")
+        if store == "milvus" and kind == "bm25":
+            raise SettingsError(
+                "a bm25 index has no vectors to put in Milvus: use --store faiss with --kind bm25"
+            )
+        if store == "milvus" and not uri:
+            raise SettingsError(
+                "the Milvus store needs a URI (--uri): a server (http://host:19530) or a .db file"
+            )
         if kind not in KINDS:
             raise SettingsError(f"kind must be one of {', '.join(KINDS)}, got {kind!r}")
         if shard_size < 1 or batch_size < 1:
             raise SettingsError("shard_size and batch_size must be at least 1")
         root = Path(output_dir)
-        store.check_output_dir(root)
+        check_output_dir(root)
         docs = load_corpus(corpus)
         ids = list(docs)
         if kind == "bm25":
             build_bm25(docs, ids, root)
             return cls.load(root)
-        faiss_settings = {"hnsw_m": hnsw_m, "ef_construction": ef_construction, "ef_search": ef_search,
-                          "nlist": nlist, "nprobe": nprobe}
+        faiss_settings = {
+            "hnsw_m": hnsw_m,
+            "ef_construction": ef_construction,
+            "ef_search": ef_search,
+            "nlist": nlist,
+            "nprobe": nprobe,
+        }
+        target = None
+        if store == "milvus":
+            from infembed.search.milvus import check_collection_name, default_collection, resolve_uri
+
+            target = {
+                "uri": resolve_uri(uri),
+                "collection": check_collection_name(collection or default_collection(root)),
+            }
         model = resolve_model(model, device)
-        build_dense(model, docs, ids, root, kind=kind, shard_size=shard_size, batch_size=batch_size,
-                    faiss=faiss_settings, progress=progress)
+        build_dense(
+            model,
+            docs,
+            ids,
+            root,
+            kind=kind,
+            shard_size=shard_size,
+            batch_size=batch_size,
+            faiss=faiss_settings,
+            progress=progress,
+            milvus=target,
+        )
         return cls.load(root, model)
 
     # ------------------------------------------------------------------------------------ load
@@ -217,8 +270,6 @@ class Index:
         if meta["kind"] == "bm25":
             recorded = {k: meta["bm25"][k] for k in ("stopwords", "k1", "b") if k in meta["bm25"]}
             return cls(root, meta, bm25=BM25.load(root / BM25_DIR, BM25Settings(**recorded)))
-        import faiss
-
         recorded = meta["model"]
         if model is None:
             try:
@@ -238,12 +289,16 @@ class Index:
                 "embeddings would not match the index. Search with "
                 "the original model, or rebuild the index with this one (`infembed index --model ...`)"
             )
-        faiss_index = faiss.read_index(str(root / FAISS_NAME))
-        if faiss_index.ntotal != meta["count"]:
+        if meta.get("store", {}).get("kind") == "milvus":
+            index = cls(root, meta, model=model, **_open_milvus(root, meta, model))
+            index.set_search_params(ef_search=ef_search, nprobe=nprobe)
+            return index
+        vector_store = vectors.FaissStore.read(root / FAISS_NAME, meta["faiss"])
+        if vector_store.count != meta["count"]:
             raise DataError(
-                f"{FAISS_NAME} holds {faiss_index.ntotal} vectors, index.json says {meta['count']}", root
+                f"{FAISS_NAME} holds {vector_store.count} vectors, index.json says {meta['count']}", root
             )
-        index = cls(root, meta, model=model, vectors=faiss_index)
+        index = cls(root, meta, model=model, vectors=vector_store)
         index.set_search_params(
             ef_search=ef_search if ef_search is not None else meta["faiss"].get("ef_search"),
             nprobe=nprobe if nprobe is not None else meta["faiss"].get("nprobe"),
@@ -254,7 +309,7 @@ class Index:
         """HNSW ``ef_search`` (candidates explored; higher = better recall, slower) and IVF ``nprobe`` (lists
         visited). Ignored for kinds they do not apply to."""
         if self.vectors is not None:
-            vectors.set_search_params(self.vectors, self.meta["faiss"], ef_search=ef_search, nprobe=nprobe)
+            self.vectors.set_search_params(ef_search=ef_search, nprobe=nprobe)
 
     # ------------------------------------------------------------------------------------ search
 
@@ -290,7 +345,9 @@ class Index:
             # looking hits: refuse it, as the service does
             if not isinstance(query, str) or not query.strip():
                 where = f"query {number}" if len(queries) > 1 else "the query"
-                raise SettingsError(f"{where} is empty" if isinstance(query, str) else f"{where} is not a string")
+                raise SettingsError(
+                    f"{where} is empty" if isinstance(query, str) else f"{where} is not a string"
+                )
         settings = self.exclusion_settings(exclusions)
         splits = self.split(instructions, settings, exclusion_splitter)
         plain_rows = [r for r, split in enumerate(splits) if not split.exclude]
@@ -307,8 +364,9 @@ class Index:
                 results[r] = hits
         excluding = [r for r, split in enumerate(splits) if split.exclude]
         if excluding:
-            ranked = self._exclusion_search([queries[r] for r in excluding], [splits[r] for r in excluding], k,
-                                            settings, batch_size)
+            ranked = self._exclusion_search(
+                [queries[r] for r in excluding], [splits[r] for r in excluding], k, settings, batch_size
+            )
             for r, hits in zip(excluding, ranked):
                 results[r] = hits
         return results
@@ -324,8 +382,12 @@ class Index:
             default = ExclusionSettings.from_json(fitted) if fitted else DEFAULTS["dense"]
         return resolve_exclusions(exclusions, default)
 
-    def split(self, instructions: Sequence[str | None], settings: Any = None,
-              exclusion_splitter: Callable[[str], Any] | None = None) -> list[Any]:
+    def split(
+        self,
+        instructions: Sequence[str | None],
+        settings: Any = None,
+        exclusion_splitter: Callable[[str], Any] | None = None,
+    ) -> list[Any]:
         """Each instruction's :class:`~infembed.instructions.Instruction` as :meth:`search` uses it."""
         from infembed.instructions import Instruction, split_instructions
 
@@ -333,11 +395,14 @@ class Index:
         if not settings.enabled:
             return [Instruction((i or "").strip()) for i in instructions]
         if settings.splitter == "llm" and exclusion_splitter is None:
-            raise SettingsError("exclusions 'llm' needs an exclusion_splitter (infembed.instructions.llm_splitter)")
+            raise SettingsError(
+                "exclusions 'llm' needs an exclusion_splitter (infembed.instructions.llm_splitter)"
+            )
         return split_instructions(list(instructions), exclusion_splitter or settings.splitter)
 
-    def _exclusion_search(self, queries: list[str], splits: list[Any], k: int, settings: Any,
-                          batch_size: int) -> list[list[Hit]]:
+    def _exclusion_search(
+        self, queries: list[str], splits: list[Any], k: int, settings: Any, batch_size: int
+    ) -> list[list[Hit]]:
         """Keep-part candidates, then the exclusion penalty over them (infembed.exclusions)."""
         from infembed.exclusions import penalised_scores
 
@@ -353,7 +418,7 @@ class Index:
             candidates = [row[row >= 0] for row in indices]
             keep_scores = [s[i >= 0] for s, i in zip(scores, indices)]
         texts = [t for s in splits for t in (*s.exclude, *(g for g in s.guards if g))]
-        text_scores = self._text_scores(texts, candidates, splits, batch_size, settings.aspect_scorer)
+        text_scores = self._text_scores(texts, candidates, splits, batch_size)
         out = []
         for row in range(len(splits)):
             aspect_rows, guard_rows = text_scores[row]
@@ -362,50 +427,32 @@ class Index:
             out.append(self.hits(final[order][None], candidates[row][order][None])[0])
         return out
 
-    def _text_scores(self, texts: list[str], candidates: list[np.ndarray], splits: list[Any],
-                     batch_size: int, aspect_scorer: str = "self") -> list[tuple[np.ndarray, list[np.ndarray | None]]]:
-        """Per query, the scores of its aspects (m, n_candidates) and guards against its candidates: by the
-        index's own scorer, or by BM25 over its documents (``aspect_scorer="bm25"``)."""
-        lexical = self.kind == "bm25" or aspect_scorer == "bm25"
+    def _text_scores(
+        self, texts: list[str], candidates: list[np.ndarray], splits: list[Any], batch_size: int
+    ) -> list[tuple[np.ndarray, list[np.ndarray | None]]]:
+        """Per query, the scores of its aspects (m, n_candidates) and guards against its candidates."""
         if self.kind == "bm25":
             matrix = self._bm25_scores(texts, [None] * len(texts)) if texts else np.zeros((0, self.count))
-        elif lexical:
-            matrix = self.lexical().scores(texts) if texts else np.zeros((0, self.count))
         else:
             vectors = self.model.encode_queries(texts, None, batch_size=batch_size) if texts else None
         out, cursor = [], 0
         for row, split in enumerate(splits):
             cand = candidates[row]
             n_texts = len(split.exclude) + sum(1 for g in split.guards if g)
-            if lexical:
-                block = matrix[cursor:cursor + n_texts][:, cand]
+            if self.kind == "bm25":
+                block = matrix[cursor : cursor + n_texts][:, cand]
             else:
-                block = vectors[cursor:cursor + n_texts] @ self._vectors_of(cand).T
+                block = vectors[cursor : cursor + n_texts] @ self._vectors_of(cand).T
             cursor += n_texts
             aspects = block[: len(split.exclude)]
-            guard_iter = iter(block[len(split.exclude):])
+            guard_iter = iter(block[len(split.exclude) :])
             guards = [next(guard_iter) if split.guard_of(j) else None for j in range(len(split.exclude))]
             out.append((aspects, guards))
         return out
 
-    def lexical(self) -> BM25:
-        """BM25 over the index's documents: the index itself for kind "bm25", else the bm25/ dir written beside
-        the vectors, or (an index built before it was) one built in memory from docs.jsonl on first use."""
-        if self.bm25 is not None:
-            return self.bm25
-        if (self.path / BM25_DIR).is_dir():
-            self.bm25 = BM25.load(self.path / BM25_DIR)
-        else:
-            self.bm25 = BM25().index([self._document_text(i) for i in range(self.count)])
-        return self.bm25
-
-    def _document_text(self, i: int) -> str:
-        doc = self.docs.get(i)
-        return Document(title=doc.get("title") or "", text=doc.get("text") or "").full_text()
-
     def _vectors_of(self, rows: np.ndarray) -> np.ndarray:
         """The stored embeddings of these rows."""
-        return vectors.reconstruct(self.vectors, rows)
+        return self.vectors.reconstruct(np.asarray(rows, dtype=np.int64))
 
     def _bm25_texts(self, queries: Sequence[str], instructions: Sequence[str | None]) -> list[str]:
         from infembed.templates import join
@@ -428,7 +475,8 @@ class Index:
         return self.model.encode_queries(queries, instructions, batch_size=batch_size)
 
     def search_vectors(self, vectors: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-        """faiss search of query embeddings: (scores, row indices), both (n, min(k, count)); -1 marks no result."""
+        """Vector-store search of query embeddings: (scores, row indices), both (n, min(k, count)); -1 marks no
+        result."""
         if self.vectors is None:
             raise SettingsError("a BM25 index has no vectors")
         vectors = np.ascontiguousarray(vectors, dtype=np.float32)
@@ -436,18 +484,28 @@ class Index:
 
     def hits(self, scores: np.ndarray, indices: np.ndarray, k: int | None = None) -> list[list[Hit]]:
         """Turn (scores, indices) rows into Hits, dropping -1 (no result) and keeping at most ``k``."""
+        wanted = sorted(
+            {int(i) for row in indices for i in (row[row >= 0] if k is None else row[row >= 0][:k])}
+        )
+        fetched = dict(zip(wanted, self._documents(wanted)))
         out = []
         for row_scores, row_indices in zip(scores, indices):
             row = []
             for score, i in zip(row_scores, row_indices):
                 if i < 0:
                     continue
-                doc = self.docs.get(int(i))
+                doc = fetched[int(i)]
                 row.append(Hit(id=doc["_id"], score=float(score), title=doc["title"], text=doc["text"]))
                 if k is not None and len(row) >= k:
                     break
             out.append(row)
         return out
+
+    def _documents(self, rows: list[int]) -> list[dict[str, str]]:
+        """Documents of these rows: one request for a Milvus store, local reads for docs.jsonl."""
+        if hasattr(self.docs, "get_many"):
+            return self.docs.get_many(rows) if rows else []
+        return [self.docs.get(i) for i in rows]
 
     def _bm25_search(
         self, queries: list[str], instructions: list[str | None], k: int
@@ -456,6 +514,38 @@ class Index:
 
 
 # --------------------------------------------------------------------------------------------- helpers
+
+
+def _open_milvus(root: Path, meta: dict[str, Any], model: Any) -> dict[str, Any]:
+    """The collection named in index.json, checked against the model and the count (it is shared, so another
+    build may have replaced it since)."""
+    from infembed.search.milvus import MilvusStore
+
+    target = meta["store"]
+    collection = MilvusStore(target["uri"], target["collection"], meta["milvus"])
+    where = f"Milvus collection {target['collection']!r} at {target['uri']}"
+    if not collection.exists():
+        raise DataError(
+            f"{where} does not exist",
+            root / META_NAME,
+            hint="rebuild it with `infembed index --store milvus` or set INFEMBED_MILVUS_URI",
+        )
+    collection.load()
+    recorded = collection.properties()
+    if recorded.get("fingerprint") != model.fingerprint():
+        raise IndexModelMismatch(
+            f"{where} holds vectors of a model with fingerprint {recorded.get('fingerprint')}, but the given model "
+            f"{model_spec(model)} has fingerprint {model.fingerprint()}: its query embeddings would not match. Search "
+            "with the original model, or rebuild the index with this one (`infembed index --model ...`)"
+        )
+    if recorded.get("complete") != "1" or collection.count != meta["count"]:
+        raise DataError(
+            f"{where} holds {collection.count} rows (complete: {recorded.get('complete') == '1'}), "
+            f"index.json says {meta['count']}",
+            root / META_NAME,
+            hint="rerun `infembed index` with the same arguments; it resumes",
+        )
+    return {"vectors": collection, "docs": collection}
 
 
 def _align(

@@ -9,13 +9,15 @@ index.json, so an index says what it is in faiss's own words.
 
 from __future__ import annotations
 
+import contextlib
+import os
+import tempfile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from infembed.data.errors import SettingsError
-from infembed.data.jsonl import atomic_path
 from infembed.search.store import iter_shards, training_sample
 
 DENSE_KINDS = ("flat", "hnsw", "ivf")
@@ -35,7 +37,12 @@ def faiss_settings(
     if kind == "flat":
         return {"factory": "Flat"}
     if kind == "hnsw":
-        return {"factory": f"HNSW{hnsw_m},Flat", "M": hnsw_m, "ef_construction": ef_construction, "ef_search": ef_search}
+        return {
+            "factory": f"HNSW{hnsw_m},Flat",
+            "M": hnsw_m,
+            "ef_construction": ef_construction,
+            "ef_search": ef_search,
+        }
     if kind != "ivf":
         raise SettingsError(f"kind must be one of {', '.join(DENSE_KINDS)}, got {kind!r}")
     # faiss wants >= 39 training points per list; 4 * sqrt(n) lists is its usual starting point.
@@ -57,7 +64,9 @@ def assemble(root: Path, dim: int, count: int, shards: int, settings: dict[str, 
     return index
 
 
-def set_search_params(index: Any, settings: dict[str, Any], *, ef_search: int | None, nprobe: int | None) -> None:
+def set_search_params(
+    index: Any, settings: dict[str, Any], *, ef_search: int | None, nprobe: int | None
+) -> None:
     """HNSW ``ef_search`` and IVF ``nprobe``; each is ignored where it does not apply."""
     import faiss
 
@@ -68,11 +77,18 @@ def set_search_params(index: Any, settings: dict[str, Any], *, ef_search: int | 
 
 
 def write(index: Any, path: Path) -> None:
-    """faiss.write_index, atomically (faiss writes by file name, not by handle)."""
+    """faiss.write_index through a temporary file renamed into place (faiss writes by path, not by handle)."""
     import faiss
 
-    with atomic_path(path) as tmp:
-        faiss.write_index(index, str(tmp))
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        faiss.write_index(index, tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
 
 
 def reconstruct(index: Any, rows: np.ndarray) -> np.ndarray:
@@ -92,3 +108,31 @@ def versions() -> dict[str, str]:
     from infembed import __version__
 
     return {"infembed": __version__, "faiss": faiss.__version__}
+
+
+class FaissStore:
+    """A faiss index as the vector store of an :class:`~infembed.search.index.Index` (the interface that
+    :class:`~infembed.search.milvus.MilvusStore` shares): ``search``, ``reconstruct``, ``count``."""
+
+    def __init__(self, index: Any, settings: dict[str, Any]):
+        self.index = index
+        self.settings = settings
+
+    @classmethod
+    def read(cls, path: Path, settings: dict[str, Any]) -> FaissStore:
+        import faiss
+
+        return cls(faiss.read_index(str(path)), settings)
+
+    @property
+    def count(self) -> int:
+        return int(self.index.ntotal)
+
+    def search(self, vectors: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        return self.index.search(vectors, k)
+
+    def reconstruct(self, rows: np.ndarray) -> np.ndarray:
+        return reconstruct(self.index, rows)
+
+    def set_search_params(self, *, ef_search: int | None = None, nprobe: int | None = None) -> None:
+        set_search_params(self.index, self.settings, ef_search=ef_search, nprobe=nprobe)
