@@ -27,7 +27,13 @@ from torch import nn
 from infembed.data.errors import SettingsError
 from infembed.data.jsonl import write_json
 from infembed.model.encoder import Encoder, load_sentence_transformer, resolve_device
-from infembed.model.interaction import DEFAULT_TEMPLATE, CrossAttentionInteraction, join, resolve_template
+from infembed.model.interaction import (
+    CROSS_ATTENTION_BASES,
+    DEFAULT_TEMPLATE,
+    CrossAttentionInteraction,
+    join,
+    resolve_template,
+)
 
 CONFIG_NAME = "infembed.json"
 INTERACTIONS = ("concat", "cross_attention")
@@ -61,6 +67,9 @@ class ModelConfig:
     passage_max_length: int | None = None
     separate_passage_encoder: bool = False
     cross_attention_heads: int = 4
+    #: what the cross-attention residual is added to: "concat" (the template's text; an untrained block is exactly
+    #: the concatenation model) or "query" (the query alone: models saved before this setting existed)
+    cross_attention_base: str = "concat"
     base_model: str = ""
     gguf_file: str | None = None
     training: dict[str, Any] = field(default_factory=dict)
@@ -71,11 +80,18 @@ class ModelConfig:
     def __post_init__(self) -> None:
         if self.interaction not in INTERACTIONS:
             raise SettingsError(f"interaction must be one of {INTERACTIONS}, got {self.interaction!r}")
+        if self.cross_attention_base not in CROSS_ATTENTION_BASES:
+            raise SettingsError(
+                f"cross_attention_base must be one of {CROSS_ATTENTION_BASES}, got {self.cross_attention_base!r}"
+            )
         self.template = resolve_template(self.template)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ModelConfig:
         names = {f.name for f in fields(cls)}
+        data = dict(data)
+        if data.get("interaction") == "cross_attention" and "cross_attention_base" not in data:
+            data["cross_attention_base"] = "query"  # saved before the setting existed: the query-alone base
         return cls(**{k: v for k, v in data.items() if k in names})
 
 
@@ -138,7 +154,9 @@ class InFEmbed(nn.Module):
         interaction = None
         if config.interaction == "cross_attention":
             hidden = int(getattr(encoder.backbone.config, "hidden_size", encoder.dim))
-            interaction = CrossAttentionInteraction(hidden, heads=config.cross_attention_heads).to(dev)
+            interaction = CrossAttentionInteraction(
+                hidden, heads=config.cross_attention_heads, base=config.cross_attention_base
+            ).to(dev)
         model = cls(encoder, config, passage_encoder, interaction)
         model.config.versions = _versions()
         return model
@@ -165,8 +183,15 @@ class InFEmbed(nn.Module):
             from safetensors.torch import load_file
 
             hidden = int(getattr(encoder.backbone.config, "hidden_size", encoder.dim))
-            interaction = CrossAttentionInteraction(hidden, heads=config.cross_attention_heads)
-            interaction.load_state_dict(load_file(os.path.join(name, "interaction.safetensors")))
+            interaction = CrossAttentionInteraction(
+                hidden, heads=config.cross_attention_heads, base=config.cross_attention_base
+            )
+            weights_path = os.path.join(name, "interaction.safetensors")
+            if not os.path.exists(weights_path):
+                raise SettingsError(
+                    f"{weights_path}: missing; infembed.json says interaction=cross_attention"
+                )
+            interaction.load_state_dict(load_file(weights_path))
             interaction.to(dev)
         model = cls(encoder, config, passage_encoder, interaction)
         model.source = name
@@ -218,6 +243,8 @@ class InFEmbed(nn.Module):
         # the template only shapes query texts, so passage embeddings (caches, indexes) do not depend on it
         skip = ("training", "versions", "base_model", "template", "exclusions")
         settings = {k: v for k, v in asdict(self.config).items() if k not in skip}
+        if self.interaction is None:  # a cross-attention-only setting: concatenation ids stay as they were
+            settings.pop("cross_attention_base", None)
         settings["encoders"] = [_encoder_settings(enc) for enc in (self.encoder, self.passage_encoder) if enc is not None]
         digest.update(json.dumps(settings, sort_keys=True).encode())
         modules = (("encoder", self.encoder.backbone),
@@ -250,6 +277,8 @@ class InFEmbed(nn.Module):
         return self._cross_attention_embed(queries, instructions)
 
     def _cross_attention_embed(self, queries: Sequence[str], instructions: Sequence[str | None]) -> torch.Tensor:
+        if self.config.cross_attention_base == "concat":
+            return self._concat_cross_attention_embed(queries, instructions)
         # Encode each distinct query and instruction once; any (instruction, query) pair is then cheap.
         unique_q = list(dict.fromkeys(queries))
         unique_i = list(dict.fromkeys(i or "" for i in instructions))
@@ -265,6 +294,49 @@ class InFEmbed(nn.Module):
         i_index = torch.tensor([unique_i.index(i or "") for i in instructions], device=q_states.device)
         states = self.interaction(q_states[q_index], q_mask[q_index], i_states[i_index], i_mask[i_index])
         return self.encoder.finish(self.encoder.pool(states, q_mask[q_index]))
+
+    def _concat_cross_attention_embed(
+        self, queries: Sequence[str], instructions: Sequence[str | None]
+    ) -> torch.Tensor:
+        """The concatenated text's token states plus the gated residual from its tokens to the instruction's.
+
+        The concatenated texts run through the backbone exactly as :meth:`Encoder.embed` runs them (the same
+        length-sorted CPU buckets, the same dropout draws), so an untrained block (gate 0) returns exactly the
+        concatenation embeddings. The instructions are encoded once each, with the RNG state restored afterwards:
+        they do not shift the dropout masks of what follows in the step."""
+        enc, max_len = self.encoder, self.config.query_max_length
+        texts = [self.join(q, i) for q, i in zip(queries, instructions)]
+        unique_i = list(dict.fromkeys(i or "" for i in instructions))
+        with torch.random.fork_rng(devices=[enc.device] if enc.device.type == "cuda" else []):
+            i_states, i_mask = enc.token_embeddings(enc.tokenize([i or " " for i in unique_i], max_len))
+        i_mask = i_mask.clone()
+        for row, text in enumerate(unique_i):
+            if not text:
+                i_mask[row] = 0
+        i_index = torch.tensor([unique_i.index(i or "") for i in instructions], device=i_states.device)
+
+        def embed(features: dict[str, torch.Tensor], rows: torch.Tensor) -> torch.Tensor:
+            states, mask = enc.token_embeddings(features)
+            index = i_index[rows.to(i_index.device)]
+            states = self.interaction(states, mask, i_states[index], i_mask[index])
+            return enc.finish(enc.pool(states, mask))
+
+        bucket = enc.cpu_bucket_size if enc.device.type == "cpu" else None
+        if not bucket or len(texts) <= bucket:
+            return embed(enc.tokenize(texts, max_len), torch.arange(len(texts)))
+        encoded = enc.tokenizer(enc.prepare(texts), truncation=True, max_length=max_len, padding=False)
+        keys = [k for k in ("input_ids", "attention_mask", "token_type_ids") if k in encoded]
+        order = sorted(range(len(texts)), key=lambda i: len(encoded["input_ids"][i]))
+        parts = []
+        for start in range(0, len(order), bucket):
+            chunk = order[start : start + bucket]
+            features = enc.tokenizer.pad(
+                {k: [encoded[k][i] for i in chunk] for k in keys}, return_tensors="pt"
+            )
+            parts.append(embed({k: v.to(enc.device) for k, v in features.items()}, torch.tensor(chunk)))
+        inverse = torch.empty(len(order), dtype=torch.long)
+        inverse[torch.tensor(order)] = torch.arange(len(order))
+        return torch.cat(parts)[inverse.to(parts[0].device)]
 
     # ----------------------------------------------------------------------------------- inference (numpy)
 
