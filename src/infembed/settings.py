@@ -219,7 +219,9 @@ def flag_parameters(
         default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
         shown = ", ".join(default) if isinstance(default, list) else default
         help_text = f.metadata.get("help", "")
-        if shown not in (None, "", False) and "default" not in help_text.lower():  # said once, not twice
+        if (
+            shown is not None and shown != "" and shown is not False and "default" not in help_text.lower()
+        ):  # said once, not twice
             help_text = f"{help_text} (default: {shown})".strip()
         annotation = list[base] | None if is_list else base | None  # type: ignore[valid-type]
         envvar = f.metadata.get("envvar")
@@ -242,7 +244,7 @@ def settings_command(
 
     def decorate(func: Callable[..., Any]) -> Callable[..., Any]:
         own = inspect.signature(func)
-        hints = typing.get_type_hints(func)
+        hints = typing.get_type_hints(func, include_extras=True)  # keep Annotated[..., typer.Option]
         rest = [
             p.replace(annotation=hints.get(p.name, p.annotation))
             for p in list(own.parameters.values())[len(classes) :]

@@ -64,7 +64,7 @@ def test_expected_failures_exit_2_without_a_traceback(server, seed_dir, tmp_path
     assert result.exit_code == 2 and "pairs.jsonl, line 2, field 'passage': missing" in result.output
 
     result = _run(seed_dir, tmp_path / "o3", server, "--domain", "legal")
-    assert result.exit_code == 2 and "--domain must be one of web, code, math" in result.output
+    assert result.exit_code == 2 and "domain must be one of web, code, math" in result.output
 
     server.configure({"fail_all": 503})
     result = _run(seed_dir, tmp_path / "down", server, "--max-retries", "1")

@@ -41,6 +41,7 @@ from typing import Any
 
 from infembed.data.errors import DataError, SettingsError
 from infembed.data.records import Benchmark, InstructionQuery
+from infembed.settings import setting
 from infembed.synth import prompts, structured
 from infembed.synth.costs import Price
 from infembed.synth.llm import ChatRequest, LLMClient, RequestRejected
@@ -72,19 +73,27 @@ _VERDICT = re.compile(r"\b(?:is|are)\s+(not\s+)?relevant\b|\b(irrelevant)\b", re
 
 @dataclass
 class BenchmarkConfig(SynthConfig):
-    """Settings of a benchmark build (saved in ``synth/run.json``); the generation settings are
-    :class:`~infembed.synth.pipeline.SynthConfig`'s (``judge_model`` re-judges the documents)."""
+    """Settings of a benchmark build (saved in ``synth/run.json``; the flags of ``infembed synth benchmark``);
+    the generation settings are :class:`~infembed.synth.pipeline.SynthConfig`'s (``judge_model`` re-judges the
+    documents; ``domain``, ``language``, ``distractors`` and ``judge`` are not used)."""
 
-    max_passage_chars: int = 1000  # each document in a prompt is cut to this many characters
-    min_relevant: int = 3  # queries with fewer judged-relevant documents are not used
-    max_relevant: int = 20  # ... nor those with more
-    min_kept: int = 1  # documents that must stay relevant under the changed instruction
-    min_lost: int = 1  # documents that must lose relevance
-    max_kept_share: float = 0.8  # at most this share of the relevant documents may stay relevant
-    max_documents_in_prompt: int = 10  # relevant documents shown to the writer (all are re-judged)
-    exclusions: bool = False  # also write the exclusion-only variant
+    max_passage_chars: int = setting(1000, "Each document in a prompt is cut to this many characters.")
+    min_relevant: int = setting(3, "Use queries with at least N relevant documents.")
+    max_relevant: int = setting(20, "... and at most N.")
+    min_kept: int = setting(1, "Reject a query when fewer documents stay relevant when narrowed.")
+    min_lost: int = setting(1, "Reject a query when fewer documents lose relevance when narrowed.")
+    max_kept_share: float = setting(
+        0.8, "Reject a query when a larger share of its documents stays relevant."
+    )
+    max_documents_in_prompt: int = setting(
+        10, "Relevant documents shown to the writer per query (all are re-judged)."
+    )
+    exclusions: bool = setting(
+        False, "Also write OUTPUT/exclusions: the narrowing stated only as an exclusion."
+    )
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         if self.min_relevant < 1 or self.max_relevant < self.min_relevant:
             raise SettingsError("need 1 <= min_relevant <= max_relevant")
         if self.min_kept < 0 or self.min_lost < 1:
@@ -93,7 +102,6 @@ class BenchmarkConfig(SynthConfig):
             raise SettingsError("max_kept_share must be in (0, 1]")
         if self.max_documents_in_prompt < 1:
             raise SettingsError("max_documents_in_prompt must be at least 1")
-        structured.check_mode(self.json_output)
 
 
 @dataclass(frozen=True)

@@ -3,10 +3,10 @@ endpoint (OpenAI, vLLM, llama.cpp server) with bounded concurrency, retries and 
 
 The pieces, from the bottom:
 
-* :class:`Sampling` and :class:`ChatRequest`: what is asked. :meth:`ChatRequest.key` is the cache key, a
+* :class:`Sampling` and :class:`ChatRequest` (:mod:`infembed.synth.chat`): what is asked. :meth:`ChatRequest.key` is the cache key, a
   SHA-256 over the model, the messages, the sampling settings and the answer attempt (a retry after a bad
   answer is a different request, so it gets a different key and a different answer).
-* :class:`ResponseCache`: a SQLite file (WAL journal) mapping keys to answers. Each answer is committed as
+* :class:`ResponseCache` (:mod:`infembed.synth.cache`): a SQLite file (WAL journal) mapping keys to answers. Each answer is committed as
   soon as it arrives, so a run killed with SIGKILL loses at most the requests in flight; several processes
   may share one cache file.
 * A *backend* turns one request into one :class:`ChatResponse` or raises: :class:`OpenAIBackend` (the
@@ -27,280 +27,55 @@ Example::
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import json
-import math
+import os
 import random
-import re
-import sqlite3
-import threading
-import time
-from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 from infembed.data.errors import SettingsError
+from infembed.settings import check_number, setting
+from infembed.synth.cache import ResponseCache
+from infembed.synth.chat import (
+    ChatRequest,
+    ChatResponse,
+    ConnectFailed,
+    Deferred,
+    EndpointError,
+    EndpointUnreachable,
+    FatalEndpointError,
+    LLMError,
+    MalformedResponse,
+    RequestRejected,
+    Sampling,
+    TransientError,
+    estimate_tokens,
+    is_reasoning_model,
+)
 
-#: Models that take ``max_completion_tokens`` and no temperature/top_p (OpenAI reasoning models).
-_REASONING_MODEL = re.compile(r"^(?:openai/)?(?:o\d|gpt-5)", re.IGNORECASE)
-
-
-def is_reasoning_model(model: str) -> bool:
-    return bool(_REASONING_MODEL.match(model))
-
-
-# ---------------------------------------------------------------------------------------------- errors
-class LLMError(Exception):
-    """Base class of the LLM layer's errors."""
-
-
-class TransientError(LLMError):
-    """A failure worth retrying (429, 5xx, timeout, connection). ``retry_after`` in seconds when known."""
-
-    def __init__(self, message: str, retry_after: float | None = None) -> None:
-        super().__init__(message)
-        self.retry_after = retry_after
-
-
-class ConnectFailed(TransientError):
-    """No connection could be made (refused, unknown host): retried briefly only (``connect_retries``)."""
-
-
-class EndpointError(LLMError):
-    """The endpoint kept failing for one request after every retry."""
-
-
-class FatalEndpointError(LLMError):
-    """The endpoint refuses all work (bad key, unknown model, wrong URL): retrying cannot help."""
-
-
-class EndpointUnreachable(FatalEndpointError):
-    """No connection to the endpoint after ``connect_retries`` quick retries; the message names the URL."""
-
-
-class MalformedResponse(ValueError):
-    """A completion body without a usable answer (no ``choices``, a choice that is not an object ...).
-    ``field`` names the part, e.g. ``choices[0].message``."""
-
-    def __init__(self, message: str, field: str = "") -> None:
-        super().__init__(message)
-        self.field = field
-
-
-class RequestRejected(LLMError):
-    """The endpoint refused this one request (400/422, e.g. the prompt is too long): the row is rejected."""
-
-
-class Deferred(LLMError):
-    """Batch-export mode: the answer is not in the cache yet; the request was recorded for a batch file."""
-
-
-# --------------------------------------------------------------------------------------------- requests
-@dataclass(frozen=True)
-class Sampling:
-    """Sampling settings sent with a request. ``None`` means "not sent" (the server's default)."""
-
-    temperature: float | None = 0.0
-    top_p: float | None = None
-    max_tokens: int | None = 512
-    seed: int | None = None
-    reasoning_effort: str | None = None
-
-    def for_attempt(self, attempt: int) -> Sampling:
-        """Settings for the ``attempt``-th try after a bad answer: a different seed and, when decoding was
-        greedy, some temperature, so that the retry can give a different answer."""
-        if attempt == 0:
-            return self
-        temperature = self.temperature
-        if temperature is not None and temperature < 0.7:
-            temperature = 0.7
-        seed = (self.seed or 0) + attempt
-        return Sampling(temperature, self.top_p, self.max_tokens, seed, self.reasoning_effort)
-
-
-@dataclass(frozen=True)
-class ChatRequest:
-    """One chat completion request. ``stage`` only labels the accounting; it is not part of the key."""
-
-    model: str
-    messages: tuple[tuple[str, str], ...]
-    sampling: Sampling = field(default_factory=Sampling)
-    attempt: int = 0
-    stage: str = ""
-    #: ``response_format`` sent as is (JSON-constrained output, see :mod:`infembed.synth.structured`);
-    #: a JSON string so the request stays hashable. ``None``: not sent (free text).
-    response_format: str | None = None
-
-    @classmethod
-    def build(
-        cls,
-        model: str,
-        messages: Sequence[dict[str, str]],
-        sampling: Sampling | None = None,
-        attempt: int = 0,
-        stage: str = "",
-        response_format: dict[str, Any] | None = None,
-    ) -> ChatRequest:
-        sampling = (sampling or Sampling()).for_attempt(attempt)
-        fmt = json.dumps(response_format, sort_keys=True) if response_format else None
-        return cls(model, tuple((m["role"], m["content"]) for m in messages), sampling, attempt, stage, fmt)
-
-    def message_dicts(self) -> list[dict[str, str]]:
-        return [{"role": role, "content": content} for role, content in self.messages]
-
-    def body(self) -> dict[str, Any]:
-        """The JSON body of ``POST /v1/chat/completions`` (also the ``body`` of a Batch API line)."""
-        body: dict[str, Any] = {"model": self.model, "messages": self.message_dicts()}
-        s = self.sampling
-        reasoning = is_reasoning_model(self.model)
-        if s.temperature is not None and not reasoning:
-            body["temperature"] = s.temperature
-        if s.top_p is not None and not reasoning:
-            body["top_p"] = s.top_p
-        if s.max_tokens is not None:
-            body["max_completion_tokens" if reasoning else "max_tokens"] = s.max_tokens
-        if s.seed is not None:
-            body["seed"] = s.seed
-        if s.reasoning_effort is not None and reasoning:
-            body["reasoning_effort"] = s.reasoning_effort
-        if self.response_format is not None:  # absent otherwise: cache keys of free-text requests unchanged
-            body["response_format"] = json.loads(self.response_format)
-        return body
-
-    def key(self) -> str:
-        """Cache key: SHA-256 of the request body (model, messages, sampling) and the answer attempt."""
-        payload = json.dumps(
-            {"body": self.body(), "attempt": self.attempt}, sort_keys=True, ensure_ascii=False
-        )
-        return hashlib.sha256(payload.encode("utf-8")).hexdigest()
-
-
-@dataclass
-class ChatResponse:
-    """The first choice's text and the token counts. ``cached`` is set when it came from the cache."""
-
-    text: str
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    finish_reason: str | None = None
-    model: str = ""
-    cached: bool = False
-
-    def to_json(self) -> dict[str, Any]:
-        out = asdict(self)
-        out.pop("cached")
-        return out
-
-    @classmethod
-    def from_json(cls, obj: dict[str, Any], cached: bool = False) -> ChatResponse:
-        return cls(
-            text=str(obj.get("text") or ""),
-            prompt_tokens=int(obj.get("prompt_tokens") or 0),
-            completion_tokens=int(obj.get("completion_tokens") or 0),
-            finish_reason=obj.get("finish_reason"),
-            model=str(obj.get("model") or ""),
-            cached=cached,
-        )
-
-    @classmethod
-    def from_completion(cls, completion: Any, request: ChatRequest | None = None) -> ChatResponse:
-        """From an OpenAI ``ChatCompletion`` object or its JSON dict (Batch API output lines).
-
-        Raises :class:`MalformedResponse` when the body holds no answer: no ``choices`` (an empty list
-        included: that is a broken response, not an empty answer), or a first choice without a ``message``
-        object whose ``content`` is a string or null. A null content is an empty answer.
-        """
-        data = completion
-        if hasattr(completion, "model_dump"):  # the SDK builds its objects without validating them
-            data = completion.model_dump(warnings=False)
-        if not isinstance(data, dict):
-            raise MalformedResponse(f"the body is a JSON {type(data).__name__}, not an object")
-        choices = data.get("choices")
-        if not isinstance(choices, list) or not choices:
-            raise MalformedResponse("no choices" if not choices else "'choices' is not a list", "choices")
-        choice = choices[0]
-        if not isinstance(choice, dict):
-            raise MalformedResponse("the first choice is not an object", "choices[0]")
-        message = choice.get("message")
-        if not isinstance(message, dict):
-            raise MalformedResponse("the first choice has no message object", "choices[0].message")
-        text = message.get("content")
-        if text is not None and not isinstance(text, str):
-            raise MalformedResponse("the message content is not text", "choices[0].message.content")
-        text = text or ""
-        finish = choice.get("finish_reason")
-        finish = finish if isinstance(finish, str) else None
-        usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
-        prompt_tokens = _count(usage.get("prompt_tokens"))
-        completion_tokens = _count(usage.get("completion_tokens"))
-        if prompt_tokens is None:  # servers without usage: OpenAI's rule of thumb, ~4 characters a token
-            prompt_tokens = estimate_tokens(" ".join(c for _, c in request.messages)) if request else 0
-        if completion_tokens is None:
-            completion_tokens = estimate_tokens(text)
-        return cls(text, prompt_tokens, completion_tokens, finish, str(data.get("model") or ""))
-
-
-def _count(value: Any) -> int | None:
-    """A token count as reported, or None when it is missing or not a count (then it is estimated)."""
-    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0 or value != int(value):
-        return None
-    return int(value)
-
-
-def estimate_tokens(text: str) -> int:
-    return math.ceil(len(text) / 4) if text else 0
-
-
-# ------------------------------------------------------------------------------------------------ cache
-class ResponseCache:
-    """Answers on disk, keyed by :meth:`ChatRequest.key`, in one SQLite file.
-
-    WAL journal and one commit per answer: a process killed at any point leaves a valid database holding
-    every answer committed before the kill. Safe to share between threads and processes.
-    """
-
-    def __init__(self, path: str | Path) -> None:
-        self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._lock = threading.Lock()
-        self._db = sqlite3.connect(str(self.path), timeout=60, check_same_thread=False, isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.execute(
-            "CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, model TEXT, response TEXT, created REAL)"
-        )
-
-    def get(self, key: str) -> ChatResponse | None:
-        with self._lock:
-            row = self._db.execute("SELECT response FROM responses WHERE key = ?", (key,)).fetchone()
-        return ChatResponse.from_json(json.loads(row[0]), cached=True) if row else None
-
-    def put(self, key: str, response: ChatResponse, model: str = "") -> None:
-        text = json.dumps(response.to_json(), ensure_ascii=False)
-        with self._lock:
-            self._db.execute(
-                "INSERT OR REPLACE INTO responses (key, model, response, created) VALUES (?, ?, ?, ?)",
-                (key, model, text, time.time()),
-            )
-
-    def __contains__(self, key: str) -> bool:
-        with self._lock:
-            return self._db.execute("SELECT 1 FROM responses WHERE key = ?", (key,)).fetchone() is not None
-
-    def __len__(self) -> int:
-        with self._lock:
-            return int(self._db.execute("SELECT COUNT(*) FROM responses").fetchone()[0])
-
-    def close(self) -> None:
-        with self._lock:
-            self._db.close()
-
-    def __enter__(self) -> ResponseCache:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+__all__ = [  # the requests, answers and errors live in synth/chat.py, the cache in synth/cache.py
+    "Backend",
+    "ChatRequest",
+    "ChatResponse",
+    "ClientConfig",
+    "ConnectFailed",
+    "Deferred",
+    "EndpointError",
+    "EndpointUnreachable",
+    "FatalEndpointError",
+    "LLMClient",
+    "LLMError",
+    "MalformedResponse",
+    "OpenAIBackend",
+    "RequestRejected",
+    "ResponseCache",
+    "Sampling",
+    "StageUsage",
+    "TransientError",
+    "UsageMeter",
+    "estimate_tokens",
+    "is_reasoning_model",
+]
 
 
 # ----------------------------------------------------------------------------------------------- meters
@@ -529,3 +304,81 @@ class LLMClient:
 
     async def aclose(self) -> None:
         await self.backend.aclose()
+
+
+# ----------------------------------------------------------------------------------------------- settings
+BACKENDS = ("openai", "local")
+
+
+@dataclass
+class ClientConfig:
+    """Where requests go and how (endpoint, client, cache, prices): the ``synth run`` / ``synth benchmark``
+    flags that are not generation settings, declared once here (:mod:`infembed.settings`). They do not change
+    what is generated, so they are not saved in ``run.json``."""
+
+    backend: str = setting("openai", "openai (any OpenAI-compatible endpoint) or local (transformers).")
+    base_url: str | None = setting(
+        None,
+        "OpenAI-compatible endpoint, e.g. http://localhost:8000/v1 (vLLM); default: OpenAI.",
+        envvar="OPENAI_BASE_URL",
+    )
+    api_key_env: str = setting("OPENAI_API_KEY", "Name of the environment variable holding the API key.")
+    local_model: str = setting(
+        "smollm2", "local backend: 'smollm2' (packaged GGUF), a .gguf file or a model dir."
+    )
+    concurrency: int = setting(8, "Requests in flight at most.")
+    timeout: float = setting(
+        120.0,
+        "Deadline in seconds for each request, the whole answer included (a request past it is retried).",
+    )
+    max_retries: int = setting(6, "Retries of a request on 429, 5xx, timeouts.")
+    retry_base: float = setting(1.0, "First retry delay in seconds (doubles each retry, with jitter).")
+    cache: str | None = setting(None, "Response cache file (default: OUTPUT/cache.sqlite).")
+    no_cache: bool = setting(False, "Do not read or write the response cache.")
+    price: list[str] = setting(
+        default_factory=list, help="MODEL=INPUT,OUTPUT in US$ per 1M tokens (repeatable)."
+    )
+    batch_prices: bool = setting(False, "Cost at Batch API prices (half).")
+
+    def __post_init__(self) -> None:
+        if self.backend not in BACKENDS:
+            raise SettingsError(f"backend must be one of {', '.join(BACKENDS)}; got {self.backend!r}")
+        check_number("concurrency", self.concurrency, integer=True, minimum=1)
+        check_number("timeout", self.timeout, above=0)
+        check_number("max_retries", self.max_retries, integer=True, minimum=0)
+        check_number("retry_base", self.retry_base, minimum=0)
+        self.prices()  # each --price parses
+
+    def prices(self) -> dict[str, Any]:
+        """``--price`` as model -> :class:`~infembed.synth.costs.Price`."""
+        from infembed.synth.costs import parse_price
+
+        return dict(parse_price(p) for p in self.price)
+
+    def model_name(self, model: str, default: str = "gpt-4o-mini") -> str:
+        """The model to name in requests: the local backend's when ``model`` was left at its default."""
+        return f"local:{self.local_model}" if self.backend == "local" and model == default else model
+
+    def make_backend(self) -> Backend:
+        if self.backend == "local":
+            from infembed.synth.local import TransformersBackend
+
+            return TransformersBackend.from_name(self.local_model)
+        return OpenAIBackend(
+            base_url=self.base_url, api_key=os.environ.get(self.api_key_env), timeout=self.timeout
+        )
+
+    def make_client(
+        self, default_cache: Path, *, seed: int | None = None, backend: Backend | None = None
+    ) -> LLMClient:
+        """An :class:`LLMClient` over ``backend`` (default: :meth:`make_backend`) with the response cache at
+        ``--cache`` (default ``default_cache``) unless ``--no-cache``."""
+        cache = None if self.no_cache else ResponseCache(self.cache or default_cache)
+        return LLMClient(
+            backend if backend is not None else self.make_backend(),
+            cache,
+            concurrency=self.concurrency,
+            max_retries=self.max_retries,
+            backoff_base=self.retry_base,
+            seed=seed,
+        )

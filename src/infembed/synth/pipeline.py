@@ -28,14 +28,16 @@ import json
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from infembed.data.errors import DataError
-from infembed.data.jsonl import JsonlAppender, iter_jsonl, write_json, write_jsonl
+from infembed.data.errors import DataError, SettingsError
+from infembed.data.jsonl import JsonlAppender, write_json, write_jsonl
 from infembed.data.records import Triplet
-from infembed.synth.costs import Price, price_for
+from infembed.settings import check_number, setting, settings_from_dict
+from infembed.synth import structured
+from infembed.synth.costs import Price
 from infembed.synth.filters import DEFAULT_BOUNDS
 from infembed.synth.inputs import SeedData, SeedPair
 from infembed.synth.llm import (
@@ -45,29 +47,19 @@ from infembed.synth.llm import (
     FatalEndpointError,
     LLMClient,
     Sampling,
-    UsageMeter,
 )
-from infembed.synth.stages import (
-    SCENARIO_TEXT,
-    SCENARIOS,
-    STAGES,
-    Reject,
-    RowStages,
-    StageSettings,
-    default_judge_sampling,
-    new_usage,
+from infembed.synth.prompts import DOMAINS
+from infembed.synth.run_state import (  # noqa: F401  (the file names are read from here too)
+    REJECTS_FILE,
+    RUN_FILE,
+    STAGE_FILES,
+    SUMMARY_FILE,
+    TRAIN_FILE,
+    RunState,
+    summarize,
 )
+from infembed.synth.stages import Reject, RowStages, StageSettings, default_judge_sampling, new_usage
 
-STAGE_FILES = {
-    "instruction": "instructions.jsonl",
-    "poison": "poisoned.jsonl",
-    "negatives": "negatives.jsonl",
-    "judge": "judged.jsonl",
-}
-REJECTS_FILE = "rejects.jsonl"
-TRAIN_FILE = "train.jsonl"
-SUMMARY_FILE = "summary.json"
-RUN_FILE = "run.json"
 #: how often the record files are flushed and fsynced while a run goes on
 SYNC_SECONDS = 0.5
 #: settings that change what is generated: a resume must use the same ones
@@ -93,23 +85,53 @@ class SynthAborted(RuntimeError):
 
 @dataclass
 class SynthConfig:
-    """Settings of a synthesis run (saved as ``run.json`` in the output directory)."""
+    """Every generation setting of a synthesis run, with its help text: the flags of ``infembed synth run`` /
+    ``export-batch``, the keys of a ``--config`` YAML/JSON file and the ``config`` saved in ``run.json`` all come
+    from these fields (:mod:`infembed.settings`)."""
 
-    model: str = "gpt-4o-mini"
-    judge_model: str | None = None  # None: the same as model
-    temperature: float | None = 0.0
-    max_tokens: int = 512
-    judge_max_tokens: int | None = None  # None: 32 for chat models, 4096 for reasoning models
-    domain: str = "web"
-    language: str | None = None  # code: the programming language kept fixed (or per pair: "language")
-    distractors: int = 4  # k random corpus passages added to {P+, P1-, P2-} for the judge
-    answer_attempts: int = 3  # tries per field when the answer is unusable
-    max_passage_chars: int = 2000
-    seed: int = 0
-    judge: bool = True
-    max_consecutive_failures: int = 3
-    rows_in_flight: int | None = None  # None: twice the client's concurrency
-    json_output: str = "off"  # off | json_object | json_schema (synth/structured.py)
+    model: str = setting("gpt-4o-mini", "Model for instructions, poisoned negatives and negative passages.")
+    judge_model: str | None = setting(None, "Model for the judge (default: --model). The paper: o3-mini.")
+    temperature: float | None = setting(0.0, "Sampling temperature of the generation stages.")
+    max_tokens: int = setting(512, "Token limit of a generated answer.")
+    judge_max_tokens: int | None = setting(
+        None, "Token limit of a judge answer (default 32; 4096 for reasoning models)."
+    )
+    domain: str = setting("web", "web (MS MARCO-like), code (language kept fixed) or math.")
+    language: str | None = setting(
+        None, "code: the programming language (else a 'language' field of each pair)."
+    )
+    distractors: int = setting(4, "Random corpus passages added to {P+, P1-, P2-} for the judge.")
+    answer_attempts: int = setting(3, "Tries per field when an answer is empty, refused or malformed.")
+    max_passage_chars: int = setting(2000, "Each passage in a prompt is cut to this many characters.")
+    seed: int = setting(0, "Seed of the judge's distractors and shuffles.")
+    judge: bool = setting(True, "Run the LLM judge (stage 5).")
+    max_consecutive_failures: int = setting(
+        3, "Stop after this many requests in a row failed after all their retries."
+    )
+    rows_in_flight: int | None = setting(None, "Rows worked on at once (default: twice --concurrency).")
+    json_output: str = setting(
+        "off", "JSON-constrained answers: off, json_object (llama.cpp servers) or json_schema (OpenAI, vLLM)."
+    )
+
+    def __post_init__(self) -> None:
+        """Every setting is checked here, so a bad value fails at once with one line naming it."""
+        if self.domain not in DOMAINS:
+            raise SettingsError(f"domain must be one of {', '.join(DOMAINS)}; got {self.domain!r}")
+        structured.check_mode(self.json_output)
+        check_number("temperature", self.temperature, minimum=0, optional=True)
+        check_number("max_tokens", self.max_tokens, integer=True, minimum=1)
+        check_number("judge_max_tokens", self.judge_max_tokens, integer=True, minimum=1, optional=True)
+        check_number("distractors", self.distractors, integer=True, minimum=0)
+        check_number("answer_attempts", self.answer_attempts, integer=True, minimum=1)
+        check_number("max_passage_chars", self.max_passage_chars, integer=True, minimum=100)
+        check_number("seed", self.seed, integer=True, minimum=0)
+        check_number("max_consecutive_failures", self.max_consecutive_failures, integer=True, minimum=1)
+        check_number("rows_in_flight", self.rows_in_flight, integer=True, minimum=1, optional=True)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], source: str | Path | None = None) -> SynthConfig:
+        """From a mapping (a settings file's, the ``config`` of a saved ``run.json``)."""
+        return settings_from_dict(cls, data, source)
 
     def stage_settings(self) -> StageSettings:
         judge_model = self.judge_model or self.model
@@ -129,52 +151,6 @@ class SynthConfig:
             bounds=dict(DEFAULT_BOUNDS),
             json_output=self.json_output,
         )
-
-
-@dataclass
-class RunState:
-    """What the files in the output directory say is done."""
-
-    records: dict[str, dict[str, dict[str, Any]]] = field(
-        default_factory=lambda: {s: {} for s in STAGE_FILES}
-    )
-    rejects: dict[str, dict[str, Any]] = field(default_factory=dict)
-
-    @classmethod
-    def load(cls, out_dir: Path, stage_files: dict[str, str] | None = None) -> RunState:
-        """The records of ``stage_files`` (stage -> file name; default: the InF-IR stages) and the rejects."""
-        stage_files = stage_files or STAGE_FILES
-        state = cls(records={s: {} for s in stage_files})
-        for stage, name in stage_files.items():
-            path = out_dir / name
-            if path.exists():
-                JsonlAppender(path).close()  # cut a line torn by a kill before reading
-                for _, obj in iter_jsonl(path):
-                    state.records[stage].setdefault(str(obj["id"]), obj)
-        path = out_dir / REJECTS_FILE
-        if path.exists():
-            JsonlAppender(path).close()
-            for _, obj in iter_jsonl(path):
-                state.rejects.setdefault(str(obj["id"]), obj)
-        return state
-
-    def row(self, pair: SeedPair) -> dict[str, str] | None:
-        """The assembled InF-IR fields of a row whose three generation stages are done."""
-        try:
-            inst = self.records["instruction"][pair.id]
-            poison = self.records["poison"][pair.id]
-            neg = self.records["negatives"][pair.id]
-        except KeyError:
-            return None
-        return {
-            "query_positive": pair.query,
-            "instruction_positive": inst["instruction_positive"],
-            "document_positive": pair.passage,
-            "instruction_negative": poison["instruction_negative"],
-            "query_negative": poison["query_negative"],
-            "hard_negative_document_1": neg["hard_negative_document_1"],
-            "hard_negative_document_2": neg["hard_negative_document_2"],
-        }
 
 
 ProgressHook = Callable[[str, str], None]  # (row id, outcome: kept | rejected | pending | failed)
@@ -402,131 +378,8 @@ class Pipeline:
         write_json(self.out_dir / SUMMARY_FILE, summary)
         return summary
 
-    def _stage_models(self) -> dict[str, str]:
-        settings = self.stages.settings
-        return {s: settings.judge_model if s == "judge" else settings.model for s in STAGES}
-
     def summarize(self, state: RunState, kept: int, seconds: float) -> dict[str, Any]:
-        ids = [p.id for p in self.seed.pairs]
-        passed = Counter[str]()
-        rejected = Counter[str]()
-        reasons: dict[str, Counter[str]] = {s: Counter() for s in STAGES}
-        for pid in ids:
-            reject = state.rejects.get(pid)
-            for stage in STAGES:
-                if stage == "judge" and not self.config.judge:
-                    break
-                if reject is not None and reject["stage"] == stage:
-                    rejected[stage] += 1
-                    reasons[stage].update(_reason_kinds(reject))
-                    break
-                if stage == "rules":
-                    done = pid in state.records["negatives"]
-                else:
-                    done = pid in state.records[stage]
-                if not done:
-                    break  # not through this stage yet
-                passed[stage] += 1
-        per_stage = {}
-        for stage in STAGES:
-            if stage == "judge" and not self.config.judge:
-                continue
-            n_in, n_out = passed[stage] + rejected[stage], passed[stage]
-            per_stage[stage] = {
-                "in": n_in,
-                "kept": n_out,
-                "rejected": rejected[stage],
-                "keep_rate": round(n_out / n_in, 4) if n_in else None,
-                "reasons": dict(reasons[stage].most_common()),
-            }
-        # tokens of every answer behind the rows (fetched now or earlier, or read from the cache)
-        tokens: dict[str, dict[str, int]] = {s: new_usage() for s in STAGES if s != "rules"}
-        for stage in STAGE_FILES:
-            for record in state.records[stage].values():
-                for k, v in (record.get("usage") or {}).items():
-                    tokens[stage][k] = tokens[stage].get(k, 0) + int(v)
-        for record in state.rejects.values():
-            stage = record.get("stage")
-            if stage in tokens:
-                for k, v in (record.get("usage") or {}).items():
-                    tokens[stage][k] = tokens[stage].get(k, 0) + int(v)
-        last = "judge" if self.config.judge else "rules"
-        finished = passed[last] + sum(1 for pid in ids if pid in state.rejects)
-        models = self._stage_models()
-        cost_total: float | None = 0.0
-        costs: dict[str, float | None] = {}
-        for stage, usage in tokens.items():
-            price = price_for(models[stage], self.prices)
-            if price is None:
-                costs[stage] = None
-                cost_total = None
-                continue
-            costs[stage] = round(
-                price.cost(usage["prompt_tokens"], usage["completion_tokens"], self.batch_prices), 6
-            )
-            if cost_total is not None:
-                cost_total += costs[stage]
-        meter: UsageMeter = self.client.meter
-        this_run_cost: float | None = 0.0
-        for stage, usage in meter.stages.items():
-            price = price_for(models.get(stage, self.stages.settings.model), self.prices)
-            if price is None:
-                if usage.requests:
-                    this_run_cost = None
-                continue
-            if this_run_cost is not None:
-                this_run_cost += price.cost(usage.prompt_tokens, usage.completion_tokens, self.batch_prices)
-        all_prompt = sum(u["prompt_tokens"] for u in tokens.values())
-        all_completion = sum(u["completion_tokens"] for u in tokens.values())
-        return {
-            "source": self.seed.source,
-            "output": str(self.out_dir),
-            "models": {"generation": self.stages.settings.model, "judge": self.stages.settings.judge_model},
-            "rows": {
-                "input": len(ids),
-                "kept": kept,
-                "rejected": sum(1 for pid in ids if pid in state.rejects),
-                "unfinished": len(ids) - finished,
-                "deferred_to_batch": self._deferred,
-            },
-            "keep_rate": round(kept / finished, 4) if finished else None,
-            "stages": per_stage,
-            "tokens": {
-                "per_stage": tokens,
-                "prompt_tokens": all_prompt,
-                "completion_tokens": all_completion,
-                "per_finished_pair": {
-                    "prompt_tokens": round(all_prompt / finished, 1) if finished else None,
-                    "completion_tokens": round(all_completion / finished, 1) if finished else None,
-                },
-            },
-            "cost_usd": {
-                "all_answers": round(cost_total, 6) if cost_total is not None else None,
-                "per_stage": costs,
-                "this_run": round(this_run_cost, 6) if this_run_cost is not None else None,
-                "per_1000_pairs": round(cost_total / finished * 1000, 4)
-                if cost_total is not None and finished
-                else None,
-                "batch_prices": self.batch_prices,
-            },
-            "this_run": {
-                "seconds": round(seconds, 3),
-                "outcomes": dict(self._outcomes),
-                **meter.to_json(),
-            },
-        }
-
-
-def _reason_kinds(reject: dict[str, Any]) -> list[str]:
-    """Reasons grouped for the summary: the judge's per scenario, others without their details."""
-    choices = (reject.get("detail") or {}).get("judge")
-    if reject.get("stage") == "judge" and isinstance(choices, dict):
-        intended = {name: label for name, _, _, label in SCENARIOS}
-        return [
-            f"judge wrong on {SCENARIO_TEXT[n]}" for n, label in choices.items() if label != intended.get(n)
-        ]
-    head = str(reject.get("reason", "")).split(" (", 1)[0]
-    return [head if len(head) <= 80 else head[:77] + "..."]
+        return summarize(self, state, kept, seconds)
 
 
 def run_sync(pipeline: Pipeline) -> dict[str, Any]:

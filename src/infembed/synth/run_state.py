@@ -1,0 +1,208 @@
+"""What a run's output directory holds and says: the record files' names, :class:`RunState` (what the files
+say is done, read back on every resume) and :func:`summarize` (the ``summary.json`` of a run)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from infembed.data.jsonl import JsonlAppender, iter_jsonl
+from infembed.synth.costs import price_for
+from infembed.synth.inputs import SeedPair
+from infembed.synth.llm import UsageMeter
+from infembed.synth.stages import SCENARIO_TEXT, SCENARIOS, STAGES, new_usage
+
+if TYPE_CHECKING:
+    from infembed.synth.pipeline import Pipeline
+
+STAGE_FILES = {
+    "instruction": "instructions.jsonl",
+    "poison": "poisoned.jsonl",
+    "negatives": "negatives.jsonl",
+    "judge": "judged.jsonl",
+}
+REJECTS_FILE = "rejects.jsonl"
+TRAIN_FILE = "train.jsonl"
+SUMMARY_FILE = "summary.json"
+RUN_FILE = "run.json"
+
+
+@dataclass
+class RunState:
+    """What the files in the output directory say is done."""
+
+    records: dict[str, dict[str, dict[str, Any]]] = field(
+        default_factory=lambda: {s: {} for s in STAGE_FILES}
+    )
+    rejects: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    @classmethod
+    def load(cls, out_dir: Path, stage_files: dict[str, str] | None = None) -> RunState:
+        """The records of ``stage_files`` (stage -> file name; default: the InF-IR stages) and the rejects."""
+        stage_files = stage_files or STAGE_FILES
+        state = cls(records={s: {} for s in stage_files})
+        for stage, name in stage_files.items():
+            path = out_dir / name
+            if path.exists():
+                JsonlAppender(path).close()  # cut a line torn by a kill before reading
+                for _, obj in iter_jsonl(path):
+                    state.records[stage].setdefault(str(obj["id"]), obj)
+        path = out_dir / REJECTS_FILE
+        if path.exists():
+            JsonlAppender(path).close()
+            for _, obj in iter_jsonl(path):
+                state.rejects.setdefault(str(obj["id"]), obj)
+        return state
+
+    def row(self, pair: SeedPair) -> dict[str, str] | None:
+        """The assembled InF-IR fields of a row whose three generation stages are done."""
+        try:
+            inst = self.records["instruction"][pair.id]
+            poison = self.records["poison"][pair.id]
+            neg = self.records["negatives"][pair.id]
+        except KeyError:
+            return None
+        return {
+            "query_positive": pair.query,
+            "instruction_positive": inst["instruction_positive"],
+            "document_positive": pair.passage,
+            "instruction_negative": poison["instruction_negative"],
+            "query_negative": poison["query_negative"],
+            "hard_negative_document_1": neg["hard_negative_document_1"],
+            "hard_negative_document_2": neg["hard_negative_document_2"],
+        }
+
+
+def _stage_models(pipeline: Pipeline) -> dict[str, str]:
+    settings = pipeline.stages.settings
+    return {s: settings.judge_model if s == "judge" else settings.model for s in STAGES}
+
+
+def summarize(pipeline: Pipeline, state: RunState, kept: int, seconds: float) -> dict[str, Any]:
+    """The ``summary.json`` of a run: counts and keep rate per stage (with the top reasons), the tokens of every
+    answer behind the rows, their cost, and what this process asked the endpoint for."""
+    ids = [p.id for p in pipeline.seed.pairs]
+    passed = Counter[str]()
+    rejected = Counter[str]()
+    reasons: dict[str, Counter[str]] = {s: Counter() for s in STAGES}
+    for pid in ids:
+        reject = state.rejects.get(pid)
+        for stage in STAGES:
+            if stage == "judge" and not pipeline.config.judge:
+                break
+            if reject is not None and reject["stage"] == stage:
+                rejected[stage] += 1
+                reasons[stage].update(_reason_kinds(reject))
+                break
+            if stage == "rules":
+                done = pid in state.records["negatives"]
+            else:
+                done = pid in state.records[stage]
+            if not done:
+                break  # not through this stage yet
+            passed[stage] += 1
+    per_stage = {}
+    for stage in STAGES:
+        if stage == "judge" and not pipeline.config.judge:
+            continue
+        n_in, n_out = passed[stage] + rejected[stage], passed[stage]
+        per_stage[stage] = {
+            "in": n_in,
+            "kept": n_out,
+            "rejected": rejected[stage],
+            "keep_rate": round(n_out / n_in, 4) if n_in else None,
+            "reasons": dict(reasons[stage].most_common()),
+        }
+    # tokens of every answer behind the rows (fetched now or earlier, or read from the cache)
+    tokens: dict[str, dict[str, int]] = {s: new_usage() for s in STAGES if s != "rules"}
+    for stage in STAGE_FILES:
+        for record in state.records[stage].values():
+            for k, v in (record.get("usage") or {}).items():
+                tokens[stage][k] = tokens[stage].get(k, 0) + int(v)
+    for record in state.rejects.values():
+        stage = record.get("stage")
+        if stage in tokens:
+            for k, v in (record.get("usage") or {}).items():
+                tokens[stage][k] = tokens[stage].get(k, 0) + int(v)
+    last = "judge" if pipeline.config.judge else "rules"
+    finished = passed[last] + sum(1 for pid in ids if pid in state.rejects)
+    models = _stage_models(pipeline)
+    cost_total: float | None = 0.0
+    costs: dict[str, float | None] = {}
+    for stage, usage in tokens.items():
+        price = price_for(models[stage], pipeline.prices)
+        if price is None:
+            costs[stage] = None
+            cost_total = None
+            continue
+        costs[stage] = round(
+            price.cost(usage["prompt_tokens"], usage["completion_tokens"], pipeline.batch_prices), 6
+        )
+        if cost_total is not None:
+            cost_total += costs[stage]
+    meter: UsageMeter = pipeline.client.meter
+    this_run_cost: float | None = 0.0
+    for stage, usage in meter.stages.items():
+        price = price_for(models.get(stage, pipeline.stages.settings.model), pipeline.prices)
+        if price is None:
+            if usage.requests:
+                this_run_cost = None
+            continue
+        if this_run_cost is not None:
+            this_run_cost += price.cost(usage.prompt_tokens, usage.completion_tokens, pipeline.batch_prices)
+    all_prompt = sum(u["prompt_tokens"] for u in tokens.values())
+    all_completion = sum(u["completion_tokens"] for u in tokens.values())
+    return {
+        "source": pipeline.seed.source,
+        "output": str(pipeline.out_dir),
+        "models": {
+            "generation": pipeline.stages.settings.model,
+            "judge": pipeline.stages.settings.judge_model,
+        },
+        "rows": {
+            "input": len(ids),
+            "kept": kept,
+            "rejected": sum(1 for pid in ids if pid in state.rejects),
+            "unfinished": len(ids) - finished,
+            "deferred_to_batch": pipeline._deferred,
+        },
+        "keep_rate": round(kept / finished, 4) if finished else None,
+        "stages": per_stage,
+        "tokens": {
+            "per_stage": tokens,
+            "prompt_tokens": all_prompt,
+            "completion_tokens": all_completion,
+            "per_finished_pair": {
+                "prompt_tokens": round(all_prompt / finished, 1) if finished else None,
+                "completion_tokens": round(all_completion / finished, 1) if finished else None,
+            },
+        },
+        "cost_usd": {
+            "all_answers": round(cost_total, 6) if cost_total is not None else None,
+            "per_stage": costs,
+            "this_run": round(this_run_cost, 6) if this_run_cost is not None else None,
+            "per_1000_pairs": round(cost_total / finished * 1000, 4)
+            if cost_total is not None and finished
+            else None,
+            "batch_prices": pipeline.batch_prices,
+        },
+        "this_run": {
+            "seconds": round(seconds, 3),
+            "outcomes": dict(pipeline._outcomes),
+            **meter.to_json(),
+        },
+    }
+
+
+def _reason_kinds(reject: dict[str, Any]) -> list[str]:
+    """Reasons grouped for the summary: the judge's per scenario, others without their details."""
+    choices = (reject.get("detail") or {}).get("judge")
+    if reject.get("stage") == "judge" and isinstance(choices, dict):
+        intended = {name: label for name, _, _, label in SCENARIOS}
+        return [
+            f"judge wrong on {SCENARIO_TEXT[n]}" for n, label in choices.items() if label != intended.get(n)
+        ]
+    head = str(reject.get("reason", "")).split(" (", 1)[0]
+    return [head if len(head) <= 80 else head[:77] + "..."]
