@@ -15,8 +15,6 @@ from typing import Annotated, Any
 
 import typer
 
-from infembed.cli import synth_benchmark as _synth_benchmark  # noqa: F401  (registers "synth benchmark")
-from infembed.cli import synth_report as _synth_report  # noqa: F401  (registers "synth stats")
 from infembed.cli.synth_common import (
     CLIENT_FLAGS,
     ConfigFile,
@@ -24,12 +22,14 @@ from infembed.cli.synth_common import (
     Quiet,
     Split,
     app,
+    fmt,
     guard,
     out,
     run_and_report,
     run_with_progress,
+    stage_table,
+    this_run_line,
 )
-from infembed.cli.synth_report import print_summary
 from infembed.settings import settings_command, settings_with_file
 from infembed.synth.llm import ClientConfig
 from infembed.synth.pipeline import SynthConfig
@@ -178,6 +178,31 @@ def import_batch(
                 out.print(f"  {error['custom_id'][:12]}... status {error['status']}: {error['message']}")
 
     guard(go)
+
+
+def print_summary(summary: dict[str, Any]) -> None:
+    """The table and lines ``synth run`` prints from its ``summary.json``."""
+    rows = summary["rows"]
+    tokens = summary["tokens"]
+    cost = summary["cost_usd"]
+    out.print(stage_table(summary, f"synth: {summary['output']}"))
+    out.print(
+        f"rows: {rows['input']} in, {rows['kept']} kept, {rows['rejected']} rejected, "
+        f"{rows['unfinished']} unfinished"
+        + (f" ({rows['deferred_to_batch']} waiting for a batch)" if rows["deferred_to_batch"] else "")
+    )
+    out.print(this_run_line(summary))
+    per = tokens["per_finished_pair"]
+    out.print(
+        f"tokens behind the rows: {tokens['prompt_tokens']} prompt + {tokens['completion_tokens']} completion "
+        f"({fmt(per['prompt_tokens'], 1)} + {fmt(per['completion_tokens'], 1)} per finished pair); "
+        f"cost ${fmt(cost['all_answers'], 4)}, ${fmt(cost['per_1000_pairs'], 2)} per 1,000 pairs"
+    )
+
+
+# registered after run, export-batch and import-batch, so that --help lists the commands in this order
+from infembed.cli import synth_benchmark as _synth_benchmark  # noqa: E402, F401  (registers "synth benchmark")
+from infembed.cli import synth_report as _synth_report  # noqa: E402, F401  (registers "synth stats")
 
 
 def main() -> None:

@@ -1,4 +1,4 @@
-"""``infembed synth stats`` and the summary ``synth run`` prints: APS and INGF per field for several data sets,
+"""``infembed synth stats``: APS and INGF per field for several data sets,
 a 2-D map, Cohen's kappa and keep rates per stage (:mod:`infembed.synth.stats`)."""
 
 from __future__ import annotations
@@ -9,27 +9,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from infembed.cli.synth_common import ExpectedError, app, fmt, guard, out, stage_table, this_run_line
-
-
-def print_summary(summary: dict[str, Any]) -> None:
-    """The table and lines ``synth run`` prints from its ``summary.json``."""
-    rows = summary["rows"]
-    tokens = summary["tokens"]
-    cost = summary["cost_usd"]
-    out.print(stage_table(summary, f"synth: {summary['output']}"))
-    out.print(
-        f"rows: {rows['input']} in, {rows['kept']} kept, {rows['rejected']} rejected, "
-        f"{rows['unfinished']} unfinished"
-        + (f" ({rows['deferred_to_batch']} waiting for a batch)" if rows["deferred_to_batch"] else "")
-    )
-    out.print(this_run_line(summary))
-    per = tokens["per_finished_pair"]
-    out.print(
-        f"tokens behind the rows: {tokens['prompt_tokens']} prompt + {tokens['completion_tokens']} completion "
-        f"({fmt(per['prompt_tokens'], 1)} + {fmt(per['completion_tokens'], 1)} per finished pair); "
-        f"cost ${fmt(cost['all_answers'], 4)}, ${fmt(cost['per_1000_pairs'], 2)} per 1,000 pairs"
-    )
+from infembed.cli.synth_common import ExpectedError, app, fmt, guard, out
 
 
 @app.command()

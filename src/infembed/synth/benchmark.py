@@ -44,9 +44,9 @@ from infembed.data.records import Benchmark, InstructionQuery
 from infembed.settings import setting
 from infembed.synth import prompts, structured
 from infembed.synth.costs import Price
-from infembed.synth.llm import ChatRequest, LLMClient, RequestRejected
+from infembed.synth.llm import ChatRequest, LLMClient
 from infembed.synth.pipeline import _FINGERPRINT, Pipeline, RunState, SynthConfig
-from infembed.synth.stages import Reject, _add_usage, _gather, new_usage, shorten
+from infembed.synth.stages import Reject, _add_usage, _gather, ask, new_usage, shorten
 
 STAGE_FILES = {
     "og": "og.jsonl",
@@ -275,18 +275,7 @@ class BenchmarkBuilder(Pipeline):
         for attempt in range(s.answer_attempts):
             usage["unusable"] = len(answers)
             request = ChatRequest.build(s.judge_model, messages, s.judge_sampling, attempt, "judge", fmt)
-            try:
-                response = await self.client.complete(request)
-            except RequestRejected as error:
-                raise Reject(f"judge: the endpoint refused the request ({error})", usage=usage) from None
-            _add_usage(
-                usage,
-                {
-                    "requests": 1,
-                    "prompt_tokens": response.prompt_tokens,
-                    "completion_tokens": response.completion_tokens,
-                },
-            )
+            response = await ask(self.client, request, "judge", usage)
             text = structured.unwrap(response.text, "Answer") if fmt is not None else response.text
             verdict = parse_yes_no(text)
             if verdict is not None:
@@ -326,20 +315,13 @@ class BenchmarkBuilder(Pipeline):
             return "rejected"
         stage = "og"
         try:
-            og = state.records["og"].get(item.id)
-            if og is None:
-                og = await self._og(item)
-                self._record("og", og)
+            og = await self._stage(stage, item.id, lambda: self._og(item))
             stage = "changed"
-            changed = state.records["changed"].get(item.id)
-            if changed is None:
-                changed = await self._changed(item, og["instruction_og"])
-                self._record("changed", changed)
+            changed = await self._stage(stage, item.id, lambda: self._changed(item, og["instruction_og"]))
             stage = "judge"
-            judged = state.records["judge"].get(item.id)
-            if judged is None:
-                judged = await self._judge(item, changed["instruction_changed"])
-                self._record("judge", judged)
+            judged = await self._stage(
+                stage, item.id, lambda: self._judge(item, changed["instruction_changed"])
+            )
             stage = "select"
             self.select(item, judged)
             if self.config.exclusions and item.id not in state.records["exclusion"]:

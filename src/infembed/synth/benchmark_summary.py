@@ -8,10 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from infembed.synth.benchmark import BUILDER_STAGES, BenchmarkBuilder, BenchmarkConfig
-from infembed.synth.costs import price_for
-from infembed.synth.llm import UsageMeter
-from infembed.synth.pipeline import RunState
-from infembed.synth.stages import new_usage
+from infembed.synth.run_state import RunState, stage_tokens, tokens_and_cost
 
 
 def summarize(builder: BenchmarkBuilder, state: RunState, kept: int, seconds: float) -> dict[str, Any]:
@@ -38,14 +35,7 @@ def summarize(builder: BenchmarkBuilder, state: RunState, kept: int, seconds: fl
             "keep_rate": round(done / (done + n_rejected), 4) if done + n_rejected else None,
             "reasons": dict(sorted(rejected.items(), key=lambda kv: -kv[1])),
         }
-    tokens: dict[str, dict[str, int]] = {s: new_usage() for s in builder.stage_files}
-    for stage in builder.stage_files:
-        records = list(state.records[stage].values()) + [
-            r for r in state.rejects.values() if r.get("stage") == stage
-        ]
-        for record in records:
-            for k, v in (record.get("usage") or {}).items():
-                tokens[stage][k] = tokens[stage].get(k, 0) + int(v)
+    tokens = stage_tokens(state, builder.stage_files)
     parseable = {
         s: round(1 - u["unusable"] / u["requests"], 4) if u["requests"] else None for s, u in tokens.items()
     }
@@ -53,31 +43,6 @@ def summarize(builder: BenchmarkBuilder, state: RunState, kept: int, seconds: fl
     finished = kept + len(rejected_ids)
     settings = builder.stages.settings
     models = {s: settings.judge_model if s == "judge" else settings.model for s in builder.stage_files}
-    cost_total: float | None = 0.0
-    costs: dict[str, float | None] = {}
-    for stage, usage in tokens.items():
-        price = price_for(models[stage], builder.prices)
-        if price is None:
-            costs[stage] = None
-            cost_total = None
-            continue
-        costs[stage] = round(
-            price.cost(usage["prompt_tokens"], usage["completion_tokens"], builder.batch_prices), 6
-        )
-        if cost_total is not None:
-            cost_total += costs[stage]
-    meter: UsageMeter = builder.client.meter
-    this_run_cost: float | None = 0.0
-    for stage, usage in meter.stages.items():
-        price = price_for(models.get(stage, settings.model), builder.prices)
-        if price is None:
-            if usage.requests:
-                this_run_cost = None
-            continue
-        if this_run_cost is not None:
-            this_run_cost += price.cost(usage.prompt_tokens, usage.completion_tokens, builder.batch_prices)
-    all_prompt = sum(u["prompt_tokens"] for u in tokens.values())
-    all_completion = sum(u["completion_tokens"] for u in tokens.values())
     kept_items = [
         item
         for item in builder.source.pairs
@@ -112,29 +77,12 @@ def summarize(builder: BenchmarkBuilder, state: RunState, kept: int, seconds: fl
             "lost_relevance": relevant - still,
         },
         "parseable_share": parseable,
-        "tokens": {
-            "per_stage": tokens,
-            "prompt_tokens": all_prompt,
-            "completion_tokens": all_completion,
-            "per_finished_query": {
-                "prompt_tokens": round(all_prompt / finished, 1) if finished else None,
-                "completion_tokens": round(all_completion / finished, 1) if finished else None,
-            },
-        },
-        "cost_usd": {
-            "all_answers": round(cost_total, 6) if cost_total is not None else None,
-            "per_stage": costs,
-            "this_run": round(this_run_cost, 6) if this_run_cost is not None else None,
-            "per_1000_queries": round(cost_total / finished * 1000, 4)
-            if cost_total is not None and finished
-            else None,
-            "batch_prices": builder.batch_prices,
-        },
+        **tokens_and_cost(builder, tokens, models, finished, ("query", "queries")),
         "this_run": {
             "seconds": round(seconds, 3),
             "outcomes": outcomes,
             "queries_per_second": round(done_now / seconds, 4) if seconds and done_now else None,
-            **meter.to_json(),
+            **builder.client.meter.to_json(),
         },
     }
 

@@ -27,7 +27,7 @@ import asyncio
 import json
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -243,6 +243,16 @@ class Pipeline:
         self.state.rejects[pair.id] = record
 
     # --------------------------------------------------------------------------------------------- rows
+    async def _stage(
+        self, stage: str, row_id: str, make: Callable[[], Awaitable[dict[str, Any]]]
+    ) -> dict[str, Any]:
+        """The row's record of ``stage``: from the files when it is done, else made now and recorded."""
+        record = self.state.records[stage].get(row_id)
+        if record is None:
+            record = await make()
+            self._record(stage, record)
+        return record
+
     async def _process(self, pair: SeedPair) -> str:
         state, stages = self.state, self.stages
         if pair.id in state.rejects:
@@ -251,25 +261,22 @@ class Pipeline:
             return "kept"
         stage = "instruction"
         try:
-            inst = state.records["instruction"].get(pair.id)
-            if inst is None:
-                inst = await stages.instruction(pair)
-                self._record("instruction", inst)
+            inst = await self._stage(stage, pair.id, lambda: stages.instruction(pair))
             stage = "poison"
-            poison = state.records["poison"].get(pair.id)
-            if poison is None:
-                poison = await stages.poison(pair, inst["instruction_positive"])
-                self._record("poison", poison)
+            poison = await self._stage(
+                stage, pair.id, lambda: stages.poison(pair, inst["instruction_positive"])
+            )
             stage = "negatives"
-            neg = state.records["negatives"].get(pair.id)
-            if neg is None:
-                neg = await stages.negatives(
+            await self._stage(
+                stage,
+                pair.id,
+                lambda: stages.negatives(
                     pair,
                     inst["instruction_positive"],
                     poison["instruction_negative"],
                     poison["query_negative"],
-                )
-                self._record("negatives", neg)
+                ),
+            )
             stage = "rules"
             row = state.row(pair)
             assert row is not None

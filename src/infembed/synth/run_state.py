@@ -116,44 +116,9 @@ def summarize(pipeline: Pipeline, state: RunState, kept: int, seconds: float) ->
             "reasons": dict(reasons[stage].most_common()),
         }
     # tokens of every answer behind the rows (fetched now or earlier, or read from the cache)
-    tokens: dict[str, dict[str, int]] = {s: new_usage() for s in STAGES if s != "rules"}
-    for stage in STAGE_FILES:
-        for record in state.records[stage].values():
-            for k, v in (record.get("usage") or {}).items():
-                tokens[stage][k] = tokens[stage].get(k, 0) + int(v)
-    for record in state.rejects.values():
-        stage = record.get("stage")
-        if stage in tokens:
-            for k, v in (record.get("usage") or {}).items():
-                tokens[stage][k] = tokens[stage].get(k, 0) + int(v)
+    tokens = stage_tokens(state, STAGE_FILES)
     last = "judge" if pipeline.config.judge else "rules"
     finished = passed[last] + sum(1 for pid in ids if pid in state.rejects)
-    models = _stage_models(pipeline)
-    cost_total: float | None = 0.0
-    costs: dict[str, float | None] = {}
-    for stage, usage in tokens.items():
-        price = price_for(models[stage], pipeline.prices)
-        if price is None:
-            costs[stage] = None
-            cost_total = None
-            continue
-        costs[stage] = round(
-            price.cost(usage["prompt_tokens"], usage["completion_tokens"], pipeline.batch_prices), 6
-        )
-        if cost_total is not None:
-            cost_total += costs[stage]
-    meter: UsageMeter = pipeline.client.meter
-    this_run_cost: float | None = 0.0
-    for stage, usage in meter.stages.items():
-        price = price_for(models.get(stage, pipeline.stages.settings.model), pipeline.prices)
-        if price is None:
-            if usage.requests:
-                this_run_cost = None
-            continue
-        if this_run_cost is not None:
-            this_run_cost += price.cost(usage.prompt_tokens, usage.completion_tokens, pipeline.batch_prices)
-    all_prompt = sum(u["prompt_tokens"] for u in tokens.values())
-    all_completion = sum(u["completion_tokens"] for u in tokens.values())
     return {
         "source": pipeline.seed.source,
         "output": str(pipeline.out_dir),
@@ -170,11 +135,68 @@ def summarize(pipeline: Pipeline, state: RunState, kept: int, seconds: float) ->
         },
         "keep_rate": round(kept / finished, 4) if finished else None,
         "stages": per_stage,
+        **tokens_and_cost(pipeline, tokens, _stage_models(pipeline), finished, ("pair", "pairs")),
+        "this_run": {
+            "seconds": round(seconds, 3),
+            "outcomes": dict(pipeline._outcomes),
+            **pipeline.client.meter.to_json(),
+        },
+    }
+
+
+def stage_tokens(state: RunState, stage_files: dict[str, str]) -> dict[str, dict[str, int]]:
+    """The token usage of every answer behind the records of each stage, kept or rejected."""
+    tokens = {stage: new_usage() for stage in stage_files}
+    for stage in stage_files:
+        rejected = [r for r in state.rejects.values() if r.get("stage") == stage]
+        for record in [*state.records[stage].values(), *rejected]:
+            for k, v in (record.get("usage") or {}).items():
+                tokens[stage][k] = tokens[stage].get(k, 0) + int(v)
+    return tokens
+
+
+def tokens_and_cost(
+    pipeline: Pipeline,
+    tokens: dict[str, dict[str, int]],
+    models: dict[str, str],
+    finished: int,
+    unit: tuple[str, str],
+) -> dict[str, Any]:
+    """The ``tokens`` and ``cost_usd`` entries of a summary (of ``synth run``, unit ``("pair", "pairs")``,
+    and of ``synth benchmark``, ``("query", "queries")``): every answer's tokens and cost per stage and per
+    finished unit, and
+    the cost of what this process fetched. A cost is None where a model's price is unknown."""
+    cost_total: float | None = 0.0
+    costs: dict[str, float | None] = {}
+    for stage, usage in tokens.items():
+        price = price_for(models[stage], pipeline.prices)
+        if price is None:
+            costs[stage] = None
+            cost_total = None
+            continue
+        costs[stage] = round(
+            price.cost(usage["prompt_tokens"], usage["completion_tokens"], pipeline.batch_prices), 6
+        )
+        if cost_total is not None:
+            cost_total += costs[stage]
+    meter: UsageMeter = pipeline.client.meter
+    this_run_cost: float | None = 0.0
+    for stage, used in meter.stages.items():
+        price = price_for(models.get(stage, pipeline.stages.settings.model), pipeline.prices)
+        if price is None:
+            if used.requests:
+                this_run_cost = None
+            continue
+        if this_run_cost is not None:
+            this_run_cost += price.cost(used.prompt_tokens, used.completion_tokens, pipeline.batch_prices)
+    all_prompt = sum(u["prompt_tokens"] for u in tokens.values())
+    all_completion = sum(u["completion_tokens"] for u in tokens.values())
+    return {
         "tokens": {
             "per_stage": tokens,
             "prompt_tokens": all_prompt,
             "completion_tokens": all_completion,
-            "per_finished_pair": {
+            f"per_finished_{unit[0]}": {
                 "prompt_tokens": round(all_prompt / finished, 1) if finished else None,
                 "completion_tokens": round(all_completion / finished, 1) if finished else None,
             },
@@ -183,15 +205,10 @@ def summarize(pipeline: Pipeline, state: RunState, kept: int, seconds: float) ->
             "all_answers": round(cost_total, 6) if cost_total is not None else None,
             "per_stage": costs,
             "this_run": round(this_run_cost, 6) if this_run_cost is not None else None,
-            "per_1000_pairs": round(cost_total / finished * 1000, 4)
+            f"per_1000_{unit[1]}": round(cost_total / finished * 1000, 4)
             if cost_total is not None and finished
             else None,
             "batch_prices": pipeline.batch_prices,
-        },
-        "this_run": {
-            "seconds": round(seconds, 3),
-            "outcomes": dict(pipeline._outcomes),
-            **meter.to_json(),
         },
     }
 

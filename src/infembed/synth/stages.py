@@ -26,7 +26,14 @@ from typing import Any
 from infembed.synth import prompts, structured
 from infembed.synth.filters import DEFAULT_BOUNDS, check_row, clean_answer, parse_choice
 from infembed.synth.inputs import SeedPair
-from infembed.synth.llm import ChatRequest, LLMClient, RequestRejected, Sampling, is_reasoning_model
+from infembed.synth.llm import (
+    ChatRequest,
+    ChatResponse,
+    LLMClient,
+    RequestRejected,
+    Sampling,
+    is_reasoning_model,
+)
 
 STAGES: tuple[str, ...] = ("instruction", "poison", "negatives", "rules", "judge")
 #: the three judge scenarios: name, instruction field, query field, intended passage label
@@ -79,6 +86,18 @@ def _add_usage(total: dict[str, int], other: dict[str, int]) -> dict[str, int]:
     for key, value in other.items():
         total[key] = total.get(key, 0) + value
     return total
+
+
+async def ask(client: LLMClient, request: ChatRequest, what: str, usage: dict[str, int]) -> ChatResponse:
+    """One request through the client, its tokens added to ``usage``; when the endpoint refuses it (400/422),
+    the row is rejected (:class:`Reject`, naming ``what`` was asked for)."""
+    try:
+        response = await client.complete(request)
+    except RequestRejected as error:
+        raise Reject(f"{what}: the endpoint refused the request ({error})", usage=usage) from None
+    counts = {"prompt_tokens": response.prompt_tokens, "completion_tokens": response.completion_tokens}
+    _add_usage(usage, {"requests": 1, **counts})
+    return response
 
 
 def shorten(text: str, max_chars: int) -> str:
@@ -137,18 +156,7 @@ class RowStages:
         for attempt in range(s.answer_attempts):
             usage["unusable"] = len(reasons)
             request = ChatRequest.build(s.model, messages, s.sampling, attempt, stage, fmt)
-            try:
-                response = await self.client.complete(request)
-            except RequestRejected as error:
-                raise Reject(f"{what}: the endpoint refused the request ({error})", usage=usage) from None
-            _add_usage(
-                usage,
-                {
-                    "requests": 1,
-                    "prompt_tokens": response.prompt_tokens,
-                    "completion_tokens": response.completion_tokens,
-                },
-            )
+            response = await ask(self.client, request, what, usage)
             if response.finish_reason == "content_filter":
                 reasons.append("refused (content filter)")
                 continue
