@@ -10,7 +10,8 @@ scale 20, the library's default optimiser settings), fed exactly our batches (sa
 its row is measured in the same run and on the same machine as ours.
 
 Each finished (setting, seed) leaves `eval.json` in its run directory and is skipped when the script is run again,
-so an interrupted ablation resumes where it stopped.
+so an interrupted ablation resumes where it stopped. A cross-attention run (`@attn`) also records its gate
+(`tanh(10 g)`, 0 = exactly the concatenation model its block is built on).
 
     python bench/objectives.py                       # all Table-3 settings, full sample, 2 epochs (~2 h on 2 cores)
     python bench/objectives.py --epochs 1 --seeds 42 1 --settings multi:P,I uni:P multi:P,I@attn
@@ -87,13 +88,24 @@ def train_peer(data: list[str], output: Path, args: argparse.Namespace, seed: in
     torch.manual_seed(seed)
     model = SentenceTransformer(default_model_path(), device="cpu")
     training_args = SentenceTransformerTrainingArguments(
-        output_dir=str(output / "trainer"), num_train_epochs=1, per_device_train_batch_size=3 * args.batch_size,
-        learning_rate=args.lr, batch_sampler=lambda dataset, batch_size, drop_last, **_: OurBatches(
-            dataset, batch_size=batch_size, drop_last=drop_last),
-        save_strategy="no", eval_strategy="no", report_to=[], use_cpu=True, seed=seed, dataloader_num_workers=0,
+        output_dir=str(output / "trainer"),
+        num_train_epochs=1,
+        per_device_train_batch_size=3 * args.batch_size,
+        learning_rate=args.lr,
+        batch_sampler=lambda dataset, batch_size, drop_last, **_: OurBatches(
+            dataset, batch_size=batch_size, drop_last=drop_last
+        ),
+        save_strategy="no",
+        eval_strategy="no",
+        report_to=[],
+        use_cpu=True,
+        seed=seed,
+        dataloader_num_workers=0,
     )
     trainer = SentenceTransformerTrainer(
-        model=model, args=training_args, train_dataset=Dataset.from_dict({"anchor": anchors, "positive": positives}),
+        model=model,
+        args=training_args,
+        train_dataset=Dataset.from_dict({"anchor": anchors, "positive": positives}),
         loss=MultipleNegativesRankingLoss(model, scale=20.0),
     )
     trainer.train()
@@ -106,9 +118,13 @@ def summarise(values: list[float]) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--data-dir", default=os.environ.get("INFEMBED_DATA_DIR", "../shared/data"))
-    parser.add_argument("--settings", nargs="*", help="e.g. multi:P,I uni:P multi:P,I@attn (default: Table 3)")
+    parser.add_argument(
+        "--settings", nargs="*", help="e.g. multi:P,I uni:P multi:P,I@attn (default: Table 3)"
+    )
     parser.add_argument("--extra-data", nargs="*", default=[], help="more training sets under --data-dir")
     parser.add_argument("--limit", type=int, default=None, help="training rows")
     parser.add_argument("--epochs", type=float, default=2.0)
@@ -142,6 +158,8 @@ def main() -> None:
             return json.loads(cached.read_text())
         model = InFEmbed.load(model_path)
         entry = {"train_seconds": round(seconds, 1)}
+        if model.interaction is not None:  # how far training opened the cross-attention residual
+            entry["gate"] = model.interaction.gate_value()
         for bench in benches:
             result = evaluate(bench, DenseRetriever(model, show_progress=False))
             entry[bench.name] = {"p-MRR": result["p-MRR"], "score": result["score"]}
@@ -162,28 +180,45 @@ def main() -> None:
                 if objective == "peer":
                     train_peer(data, out, args, seed)
                 else:
-                    train(TrainConfig(
-                        data=data, limit=args.limit, objective=objective, negatives=negatives, interaction=interaction,
-                        epochs=args.epochs, batch_size=args.batch_size, learning_rate=args.lr, seed=seed,
-                        output=str(out),
-                    ), resume=True)
+                    train(
+                        TrainConfig(
+                            data=data,
+                            limit=args.limit,
+                            objective=objective,
+                            negatives=negatives,
+                            interaction=interaction,
+                            epochs=args.epochs,
+                            batch_size=args.batch_size,
+                            learning_rate=args.lr,
+                            seed=seed,
+                            output=str(out),
+                        ),
+                        resume=True,
+                    )
                 seconds = time.perf_counter() - start
             runs.append(evaluated(out, str(out), seconds) | {"seed": seed})
             console.print({"setting": label, **runs[-1]})
         rows.append({"setting": label, "runs": runs})
 
-    table = Table(title=f"Objective ablation on Cranfield dev (x100), MiniLM, {' + '.join(Path(d).name for d in data)}, "
-                        f"{args.epochs:g} epochs, seeds {' '.join(map(str, args.seeds))}")
+    table = Table(
+        title=f"Objective ablation on Cranfield dev (x100), MiniLM, {' + '.join(Path(d).name for d in data)}, "
+        f"{args.epochs:g} epochs, seeds {' '.join(map(str, args.seeds))}"
+    )
     for name in ("setting", "p-MRR", "MAP@1000", "p-MRR excl", "train s"):
         table.add_column(name, justify="left" if name == "setting" else "right")
     for row in rows:
         values = {b.name: [r[b.name] for r in row["runs"]] for b in benches}
-        row["mean"] = {name: {k: statistics.fmean(v[k] for v in vals) for k in ("p-MRR", "score")}
-                       for name, vals in values.items()}
-        table.add_row(row["setting"], summarise([v["p-MRR"] for v in values[benches[0].name]]),
-                      summarise([v["score"] for v in values[benches[0].name]]),
-                      summarise([v["p-MRR"] for v in values[benches[1].name]]),
-                      f"{statistics.fmean(r['train_seconds'] for r in row['runs']):.0f}")
+        row["mean"] = {
+            name: {k: statistics.fmean(v[k] for v in vals) for k in ("p-MRR", "score")}
+            for name, vals in values.items()
+        }
+        table.add_row(
+            row["setting"],
+            summarise([v["p-MRR"] for v in values[benches[0].name]]),
+            summarise([v["score"] for v in values[benches[0].name]]),
+            summarise([v["p-MRR"] for v in values[benches[1].name]]),
+            f"{statistics.fmean(r['train_seconds'] for r in row['runs']):.0f}",
+        )
     console.print(table)
     write_json(Path(args.results), {"args": vars(args), "rows": rows})
     if len(rows) > 1:
