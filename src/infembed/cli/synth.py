@@ -32,7 +32,7 @@ from infembed.cli.synth_common import (
 )
 from infembed.settings import settings_command, settings_with_file
 from infembed.synth.llm import ClientConfig
-from infembed.synth.pipeline import SynthConfig
+from infembed.synth.pipeline import Pipeline, SynthConfig
 
 Seed = Annotated[
     str,
@@ -48,15 +48,25 @@ _BATCH_CLIENT = ("cache", "price")
 
 
 def _pipeline(
-    seed_source: str, output: Path, limit: int | None, split: str, config: SynthConfig, client: Any, **kw
-):  # type: ignore[no-untyped-def]
+    seed_source: str,
+    output: Path,
+    limit: int | None,
+    split: str,
+    settings: SynthConfig,
+    client_settings: ClientConfig,
+    *,
+    batch_prices: bool,
+    backend: Any = None,
+) -> Pipeline:
+    """The seed pairs (loaded first: a bad seed fails before anything is written), the client, the pipeline."""
     from infembed.synth.inputs import load_seed
-    from infembed.synth.pipeline import Pipeline
 
     data = load_seed(seed_source, limit=limit, split=split)
     if not data.pairs:
         raise ExpectedError(f"no pairs found in {seed_source}")
-    return Pipeline(data, output, client, config, **kw)
+    client = client_settings.make_client(output / "cache.sqlite", seed=settings.seed, backend=backend)
+    prices = client_settings.prices()
+    return Pipeline(data, output, client, settings, prices=prices, batch_prices=batch_prices)
 
 
 @app.command()
@@ -80,12 +90,10 @@ def run(
     def go() -> None:
         settings, client_settings = settings_with_file((SynthConfig, ClientConfig), (synth, endpoint), config)
         settings = dataclasses.replace(settings, model=client_settings.model_name(settings.model))
-        client = client_settings.make_client(output / "cache.sqlite", seed=settings.seed)
-        prices = client_settings.prices()
+        batch_prices = client_settings.batch_prices
         pipeline = _pipeline(
-            seed_source, output, limit, split, settings, client,
-            prices=prices, batch_prices=client_settings.batch_prices,
-        )  # fmt: skip
+            seed_source, output, limit, split, settings, client_settings, batch_prices=batch_prices
+        )
         run_and_report(pipeline, quiet, print_summary, always=False)
 
     guard(go)
@@ -125,11 +133,9 @@ def export_batch(
         settings = dataclasses.replace(settings, max_consecutive_failures=1_000_000)
         client_settings = dataclasses.replace(client_settings, concurrency=64, no_cache=False, max_retries=0)
         collector = BatchCollector()
-        client = client_settings.make_client(output / "cache.sqlite", seed=settings.seed, backend=collector)
         pipeline = _pipeline(
-            seed_source, output, limit, split, settings, client,
-            prices=client_settings.prices(), batch_prices=True,
-        )  # fmt: skip
+            seed_source, output, limit, split, settings, client_settings, batch_prices=True, backend=collector
+        )
         summary = run_with_progress(pipeline, quiet=True)
         files = write_batch_files(batch_file, collector.requests.values())
         by_stage: dict[str, int] = {}
@@ -142,7 +148,7 @@ def export_batch(
             )
             out.print(
                 f"{summary['rows']['unfinished']} rows wait for them; after the batch: "
-                f"infembed synth import-batch RESULTS.jsonl --cache {client.cache.path}"
+                f"infembed synth import-batch RESULTS.jsonl --cache {pipeline.client.cache.path}"
             )
         else:
             out.print(
