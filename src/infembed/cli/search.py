@@ -59,7 +59,9 @@ def index_command(
         "--uri, shared by several `infembed serve` replicas; docs/search.md).",
     ),
     uri: str = typer.Option(
-        None, "--uri", help="--store milvus: the Milvus server (http://host:19530) or a Milvus Lite file (x/milvus.db)."
+        None,
+        "--uri",
+        help="--store milvus: the Milvus server (http://host:19530) or a Milvus Lite file (x/milvus.db).",
     ),
     collection: str = typer.Option(
         None, "--collection", help="--store milvus: the collection's name (default: from --output's name)."
@@ -155,9 +157,17 @@ def search_command(
         None, "--ef-search", help="HNSW: candidates explored (higher = better recall, slower)."
     ),
     nprobe: int = typer.Option(None, "--nprobe", help="IVF: lists visited."),
-    exclusions: str = typer.Option("rules", "--exclusions", help="How instructions that exclude are handled: 'rules' (default: search with what the instruction keeps, push down documents matching what it excludes), 'off', or 'llm' (--exclusion-llm-url/--exclusion-llm-model). docs/instructions.md."),
-    exclusion_llm_url: str = typer.Option(None, "--exclusion-llm-url", help="OpenAI-compatible base URL for --exclusions llm."),
-    exclusion_llm_model: str = typer.Option(None, "--exclusion-llm-model", help="Model name for --exclusions llm."),
+    exclusions: str = typer.Option(
+        "rules",
+        "--exclusions",
+        help="How instructions that exclude are handled: 'rules' (default: search with what the instruction keeps, push down documents matching what it excludes), 'off', or 'llm' (--exclusion-llm-url/--exclusion-llm-model). docs/instructions.md.",
+    ),
+    exclusion_llm_url: str = typer.Option(
+        None, "--exclusion-llm-url", help="OpenAI-compatible base URL for --exclusions llm."
+    ),
+    exclusion_llm_model: str = typer.Option(
+        None, "--exclusion-llm-model", help="Model name for --exclusions llm."
+    ),
 ) -> None:
     """Search an index with a query and an instruction; prints a ranked table (or JSON with --json)."""
     from rich.console import Console
@@ -205,7 +215,9 @@ def search_command(
         )
         if "split" in record:
             title += "\n[dim]searched with: {}; excluded: {}[/]".format(
-                escape(record["split"]["keep"] or "(the query alone)"), escape("; ".join(record["split"]["exclude"])))
+                escape(record["split"]["keep"] or "(the query alone)"),
+                escape("; ".join(record["split"]["exclude"])),
+            )
         table = Table(title=title, title_justify="left")
         table.add_column("rank", justify="right")
         table.add_column("id")
@@ -247,16 +259,26 @@ def serve_command(
     ),
     no_batching: bool = typer.Option(False, "--no-batching", help="Encode each request on its own."),
     header_timeout: float = typer.Option(
-        10.0, "--header-timeout", help="Seconds a client has to send a request's headers; slower ones are dropped."
+        10.0,
+        "--header-timeout",
+        help="Seconds a client has to send a request's headers; slower ones are dropped.",
     ),
     body_timeout: float = typer.Option(
         30.0, "--body-timeout", help="Seconds a client has to send a request's body; slower ones get 408."
     ),
     ef_search: int = typer.Option(None, "--ef-search", help="HNSW: candidates explored per search."),
     nprobe: int = typer.Option(None, "--nprobe", help="IVF: lists visited per search."),
-    exclusions: str = typer.Option("rules", "--exclusions", help="Default handling of instructions that exclude: 'rules' (default), 'off' or 'llm' (--exclusion-llm-url/--exclusion-llm-model); a request may ask for 'off' or 'rules'."),
-    exclusion_llm_url: str = typer.Option(None, "--exclusion-llm-url", help="OpenAI-compatible base URL for --exclusions llm."),
-    exclusion_llm_model: str = typer.Option(None, "--exclusion-llm-model", help="Model name for --exclusions llm."),
+    exclusions: str = typer.Option(
+        "rules",
+        "--exclusions",
+        help="Default handling of instructions that exclude: 'rules' (default), 'off' or 'llm' (--exclusion-llm-url/--exclusion-llm-model); a request may ask for 'off' or 'rules'.",
+    ),
+    exclusion_llm_url: str = typer.Option(
+        None, "--exclusion-llm-url", help="OpenAI-compatible base URL for --exclusions llm."
+    ),
+    exclusion_llm_model: str = typer.Option(
+        None, "--exclusion-llm-model", help="Model name for --exclusions llm."
+    ),
 ) -> None:
     """Serve an index over HTTP: POST /search, POST /embed, GET /health, docs at /docs."""
     from infembed.cli.evaluate import exclusion_splitter_from_flags
@@ -267,7 +289,9 @@ def serve_command(
         api_key = os.environ["INFEMBED_API_KEY"]
     if api_key is not None and not api_key.strip():
         # an empty --api-key or INFEMBED_API_KEY= must not silently turn authentication off
-        raise SettingsError("the API key is empty (--api-key or INFEMBED_API_KEY): give a key, or leave both unset")
+        raise SettingsError(
+            "the API key is empty (--api-key or INFEMBED_API_KEY): give a key, or leave both unset"
+        )
     for flag, seconds in (("--header-timeout", header_timeout), ("--body-timeout", body_timeout)):
         if not seconds > 0:
             raise SettingsError(f"{flag} must be a positive number of seconds, got {seconds:g}")
