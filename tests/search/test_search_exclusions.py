@@ -67,6 +67,22 @@ def test_dense_indexes_push_excluded_documents_down(kind, model, tmp_path):
     assert index.split([excluding])[0].exclude == ["electric cars"]
 
 
+def test_dense_index_matches_excluded_aspects_with_its_bm25_and_rebuilds_it_when_missing(model, tmp_path):
+    """The dense default matches excluded aspects lexically (aspect_scorer="bm25"): the build writes bm25/ beside
+    the vectors; an index without it (built before it existed) builds the same BM25 in memory."""
+    import shutil
+
+    index = Index.build(model, CORPUS, tmp_path / "flat")
+    assert index.exclusion_settings("rules").aspect_scorer == "bm25" and (tmp_path / "flat" / "bm25").is_dir()
+    query, excluding = "cars and fuel economy", "Documents about electric cars are not relevant."
+    with_dir = [(h.id, h.score) for h in index.search(query, excluding, k=6)[0]]
+    shutil.rmtree(tmp_path / "flat" / "bm25")
+    reopened = Index.load(tmp_path / "flat", model)
+    rebuilt = [(h.id, h.score) for h in reopened.search(query, excluding, k=6)[0]]
+    assert [i for i, _ in rebuilt] == [i for i, _ in with_dir]
+    assert max(abs(a - b) for (_, a), (_, b) in zip(rebuilt, with_dir)) <= 1e-5
+
+
 def test_search_cli_shows_the_split_and_accepts_off(model, tmp_path):
     index_dir = tmp_path / "idx"
     Index.build(None, CORPUS, index_dir, kind="bm25")

@@ -190,8 +190,10 @@ def build_dense(
             }
             if collection is not None:
                 collection.finish(meta)
-            write_json(root / META_NAME, meta)
-            shutil.rmtree(root / BM25_DIR, ignore_errors=True)  # from an earlier bm25 build of this dir
+            # BM25 over the same documents, for exclusion-aware search that matches the excluded aspects
+            # lexically (ExclusionSettings.aspect_scorer="bm25", the fitted dense default); a few % of the build
+            BM25().index([docs[d].full_text() for d in ids]).save(root / BM25_DIR)
+            write_json(root / META_NAME, meta)  # last: its presence means the index is complete
         barrier()
 
 

@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from infembed.data.errors import DataError, SettingsError
+from infembed.data.records import Document
 from infembed.search import vectors
 from infembed.search.bm25 import BM25, BM25Settings
 from infembed.search.build import Progress, build_bm25, build_dense, load_corpus, model_spec, resolve_model
@@ -418,7 +419,7 @@ class Index:
             candidates = [row[row >= 0] for row in indices]
             keep_scores = [s[i >= 0] for s, i in zip(scores, indices)]
         texts = [t for s in splits for t in (*s.exclude, *(g for g in s.guards if g))]
-        text_scores = self._text_scores(texts, candidates, splits, batch_size)
+        text_scores = self._text_scores(texts, candidates, splits, batch_size, settings.aspect_scorer)
         out = []
         for row in range(len(splits)):
             aspect_rows, guard_rows = text_scores[row]
@@ -428,18 +429,27 @@ class Index:
         return out
 
     def _text_scores(
-        self, texts: list[str], candidates: list[np.ndarray], splits: list[Any], batch_size: int
+        self,
+        texts: list[str],
+        candidates: list[np.ndarray],
+        splits: list[Any],
+        batch_size: int,
+        aspect_scorer: str = "self",
     ) -> list[tuple[np.ndarray, list[np.ndarray | None]]]:
-        """Per query, the scores of its aspects (m, n_candidates) and guards against its candidates."""
+        """Per query, the scores of its aspects (m, n_candidates) and guards against its candidates: by the
+        index's own scorer, or by BM25 over its documents (``aspect_scorer="bm25"``)."""
+        lexical = self.kind == "bm25" or aspect_scorer == "bm25"
         if self.kind == "bm25":
             matrix = self._bm25_scores(texts, [None] * len(texts)) if texts else np.zeros((0, self.count))
+        elif lexical:
+            matrix = self.lexical().scores(texts) if texts else np.zeros((0, self.count))
         else:
             vectors = self.model.encode_queries(texts, None, batch_size=batch_size) if texts else None
         out, cursor = [], 0
         for row, split in enumerate(splits):
             cand = candidates[row]
             n_texts = len(split.exclude) + sum(1 for g in split.guards if g)
-            if self.kind == "bm25":
+            if lexical:
                 block = matrix[cursor : cursor + n_texts][:, cand]
             else:
                 block = vectors[cursor : cursor + n_texts] @ self._vectors_of(cand).T
@@ -449,6 +459,21 @@ class Index:
             guards = [next(guard_iter) if split.guard_of(j) else None for j in range(len(split.exclude))]
             out.append((aspects, guards))
         return out
+
+    def lexical(self) -> BM25:
+        """BM25 over the index's documents: the index itself for kind "bm25", else the bm25/ dir written beside
+        the vectors, or (an index built before it was) one built in memory from docs.jsonl on first use."""
+        if self.bm25 is not None:
+            return self.bm25
+        if (self.path / BM25_DIR).is_dir():
+            self.bm25 = BM25.load(self.path / BM25_DIR)
+        else:  # in batches: a Milvus store answers 1,000 documents a request
+            texts = []
+            for start in range(0, self.count, 1000):
+                for doc in self._documents(list(range(start, min(self.count, start + 1000)))):
+                    texts.append(Document(title=doc.get("title") or "", text=doc.get("text") or "").full_text())
+            self.bm25 = BM25().index(texts)
+        return self.bm25
 
     def _vectors_of(self, rows: np.ndarray) -> np.ndarray:
         """The stored embeddings of these rows."""

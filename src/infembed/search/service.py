@@ -50,7 +50,6 @@ from infembed.search.index import Hit, Index
 logger = logging.getLogger("infembed.search.service")
 
 
-
 # --------------------------------------------------------------------------------------------- the app
 
 
@@ -215,7 +214,9 @@ def create_app(
 
     default_exclusions = index.exclusion_settings(exclusions)
     if default_exclusions.splitter == "llm" and exclusion_splitter is None:
-        raise ValueError("exclusions 'llm' needs an exclusion splitter (--exclusion-llm-url/--exclusion-llm-model)")
+        raise ValueError(
+            "exclusions 'llm' needs an exclusion splitter (--exclusion-llm-url/--exclusion-llm-model)"
+        )
 
     def run_searches(items: list[tuple[str, str | None, int, str]]) -> list[list[Hit]]:
         results: list[list[Hit]] = [[] for _ in items]
@@ -223,8 +224,13 @@ def create_app(
             rows = [n for n, item in enumerate(items) if item[3] == mode]
             top = max(items[n][2] for n in rows)
             found = index.search(
-                [items[n][0] for n in rows], [items[n][1] for n in rows], k=top, batch_size=encode_batch_size,
-                exclusions=index.exclusion_settings(mode) if mode != default_exclusions.splitter else default_exclusions,
+                [items[n][0] for n in rows],
+                [items[n][1] for n in rows],
+                k=top,
+                batch_size=encode_batch_size,
+                exclusions=index.exclusion_settings(mode)
+                if mode != default_exclusions.splitter
+                else default_exclusions,
                 exclusion_splitter=exclusion_splitter,
             )
             for n, hits in zip(rows, found):
@@ -367,11 +373,20 @@ def create_app(
             check_text(f"{where}instruction", instruction, required=False)
         mode = request.exclusions or default_exclusions.splitter
         results = await batchers["search"].submit([(q, i, request.k, mode) for q, i in pairs])
-        splits = index.split([i for _, i in pairs], index.exclusion_settings(mode) if mode != default_exclusions.splitter
-                             else default_exclusions, exclusion_splitter)
+        splits = index.split(
+            [i for _, i in pairs],
+            index.exclusion_settings(mode) if mode != default_exclusions.splitter else default_exclusions,
+            exclusion_splitter,
+        )
         out = [
-            {"query": q, "instruction": i, "k": request.k, "exclusions": mode,
-             **({"split": split.to_json()} if split.exclude else {}), "hits": hits_out(hits)}
+            {
+                "query": q,
+                "instruction": i,
+                "k": request.k,
+                "exclusions": mode,
+                **({"split": split.to_json()} if split.exclude else {}),
+                "hits": hits_out(hits),
+            }
             for (q, i), split, hits in zip(pairs, splits, results)
         ]
         return out[0] if request.queries is None else {"results": out}

@@ -10,7 +10,8 @@ Layout of an index dir (every file is written atomically: a killed build never l
     docs.offsets.npy    byte offset of each line of docs.jsonl (documents are read on demand, not held in memory)
     shards/shard-NNNNN.npy   float32 passage embeddings, ``shard_size`` documents each (dense kinds)
     vectors.faiss       the faiss index (dense kinds; :mod:`infembed.search.vectors`)
-    bm25/               the bm25s index (kind "bm25"; :mod:`infembed.search.bm25`)
+    bm25/               the bm25s index (kind "bm25"; beside the vectors of a dense index, for exclusion-aware
+                        search that matches excluded aspects lexically; :mod:`infembed.search.bm25`)
 """
 
 from __future__ import annotations

@@ -9,15 +9,13 @@ index.json, so an index says what it is in faiss's own words.
 
 from __future__ import annotations
 
-import contextlib
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from infembed.data.errors import SettingsError
+from infembed.data.jsonl import atomic_path
 from infembed.search.store import iter_shards, training_sample
 
 DENSE_KINDS = ("flat", "hnsw", "ivf")
@@ -77,18 +75,11 @@ def set_search_params(
 
 
 def write(index: Any, path: Path) -> None:
-    """faiss.write_index through a temporary file renamed into place (faiss writes by path, not by handle)."""
+    """faiss.write_index, atomically (faiss writes by file name, not by handle)."""
     import faiss
 
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
-        faiss.write_index(index, tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
+    with atomic_path(path) as tmp:
+        faiss.write_index(index, str(tmp))
 
 
 def reconstruct(index: Any, rows: np.ndarray) -> np.ndarray:
