@@ -28,10 +28,11 @@ from typing import Any
 import numpy as np
 
 from infembed.data.errors import DataError, SettingsError
-from infembed.data.records import Document
 from infembed.search import vectors
 from infembed.search.bm25 import BM25, BM25Settings
 from infembed.search.build import Progress, build_bm25, build_dense, load_corpus, model_spec, resolve_model
+from infembed.search.exclusion_search import ExclusionSearch
+from infembed.search.milvus import open_for_index
 from infembed.search.store import (
     BM25_DIR,
     BUILD_NAME,
@@ -39,6 +40,7 @@ from infembed.search.store import (
     INDEX_FORMAT,
     META_NAME,
     DocStore,
+    IndexModelMismatch,
     check_output_dir,
     read_manifest,
     shard_path,
@@ -47,10 +49,6 @@ from infembed.search.vectors import DENSE_KINDS
 
 KINDS = (*DENSE_KINDS, "bm25")
 STORES = ("faiss", "milvus")
-
-
-class IndexModelMismatch(ValueError):
-    """The model given to :meth:`Index.load` is not the one the index was built with."""
 
 
 @dataclass(frozen=True)
@@ -72,7 +70,7 @@ class Hit:
 # --------------------------------------------------------------------------------------------- the index
 
 
-class Index:
+class Index(ExclusionSearch):
     """A searchable corpus: faiss vectors (or a BM25 index), the documents and the model that encodes queries.
 
     Build with :meth:`build`, reopen with :meth:`load`, query with :meth:`search`.
@@ -291,7 +289,7 @@ class Index:
                 "the original model, or rebuild the index with this one (`infembed index --model ...`)"
             )
         if meta.get("store", {}).get("kind") == "milvus":
-            index = cls(root, meta, model=model, **_open_milvus(root, meta, model))
+            index = cls(root, meta, model=model, **open_for_index(root, meta, model))
             index.set_search_params(ef_search=ef_search, nprobe=nprobe)
             return index
         vector_store = vectors.FaissStore.read(root / FAISS_NAME, meta["faiss"])
@@ -372,109 +370,6 @@ class Index:
                 results[r] = hits
         return results
 
-    def exclusion_settings(self, exclusions: Any = "rules") -> Any:
-        """The exclusion settings a search uses: the model's fitted ones (infembed.json) or the defaults."""
-        from infembed.exclusions import DEFAULTS, ExclusionSettings, resolve_exclusions
-
-        if self.kind == "bm25":
-            default = DEFAULTS["bm25"]
-        else:
-            fitted = getattr(self.model.config, "exclusions", None)
-            default = ExclusionSettings.from_json(fitted) if fitted else DEFAULTS["dense"]
-        return resolve_exclusions(exclusions, default)
-
-    def split(
-        self,
-        instructions: Sequence[str | None],
-        settings: Any = None,
-        exclusion_splitter: Callable[[str], Any] | None = None,
-    ) -> list[Any]:
-        """Each instruction's :class:`~infembed.instructions.Instruction` as :meth:`search` uses it."""
-        from infembed.instructions import Instruction, split_instructions
-
-        settings = settings if settings is not None else self.exclusion_settings("rules")
-        if not settings.enabled:
-            return [Instruction((i or "").strip()) for i in instructions]
-        if settings.splitter == "llm" and exclusion_splitter is None:
-            raise SettingsError(
-                "exclusions 'llm' needs an exclusion_splitter (infembed.instructions.llm_splitter)"
-            )
-        return split_instructions(list(instructions), exclusion_splitter or settings.splitter)
-
-    def _exclusion_search(
-        self, queries: list[str], splits: list[Any], k: int, settings: Any, batch_size: int
-    ) -> list[list[Hit]]:
-        """Keep-part candidates, then the exclusion penalty over them (infembed.exclusions)."""
-        from infembed.exclusions import penalised_scores
-
-        depth = min(self.count, max(settings.pool, 5 * k))
-        keeps = [s.keep or None for s in splits]
-        if self.kind == "bm25":
-            all_scores = self._bm25_scores(queries, keeps)
-            candidates = [np.argsort(-row, kind="stable")[:depth] for row in all_scores]
-            keep_scores = [row[c] for row, c in zip(all_scores, candidates)]
-        else:
-            vectors = self.model.encode_queries(queries, keeps, batch_size=batch_size)
-            scores, indices = self.search_vectors(vectors, depth)
-            candidates = [row[row >= 0] for row in indices]
-            keep_scores = [s[i >= 0] for s, i in zip(scores, indices)]
-        texts = [t for s in splits for t in (*s.exclude, *(g for g in s.guards if g))]
-        text_scores = self._text_scores(texts, candidates, splits, batch_size, settings.aspect_scorer)
-        out = []
-        for row in range(len(splits)):
-            aspect_rows, guard_rows = text_scores[row]
-            final = penalised_scores(keep_scores[row], aspect_rows, settings, guards=guard_rows)
-            order = np.argsort(-final, kind="stable")[:k]
-            out.append(self.hits(final[order][None], candidates[row][order][None])[0])
-        return out
-
-    def _text_scores(
-        self,
-        texts: list[str],
-        candidates: list[np.ndarray],
-        splits: list[Any],
-        batch_size: int,
-        aspect_scorer: str = "self",
-    ) -> list[tuple[np.ndarray, list[np.ndarray | None]]]:
-        """Per query, the scores of its aspects (m, n_candidates) and guards against its candidates: by the
-        index's own scorer, or by BM25 over its documents (``aspect_scorer="bm25"``)."""
-        lexical = self.kind == "bm25" or aspect_scorer == "bm25"
-        if self.kind == "bm25":
-            matrix = self._bm25_scores(texts, [None] * len(texts)) if texts else np.zeros((0, self.count))
-        elif lexical:
-            matrix = self.lexical().scores(texts) if texts else np.zeros((0, self.count))
-        else:
-            vectors = self.model.encode_queries(texts, None, batch_size=batch_size) if texts else None
-        out, cursor = [], 0
-        for row, split in enumerate(splits):
-            cand = candidates[row]
-            n_texts = len(split.exclude) + sum(1 for g in split.guards if g)
-            if lexical:
-                block = matrix[cursor : cursor + n_texts][:, cand]
-            else:
-                block = vectors[cursor : cursor + n_texts] @ self._vectors_of(cand).T
-            cursor += n_texts
-            aspects = block[: len(split.exclude)]
-            guard_iter = iter(block[len(split.exclude) :])
-            guards = [next(guard_iter) if split.guard_of(j) else None for j in range(len(split.exclude))]
-            out.append((aspects, guards))
-        return out
-
-    def lexical(self) -> BM25:
-        """BM25 over the index's documents: the index itself for kind "bm25", else the bm25/ dir written beside
-        the vectors, or (an index built before it was) one built in memory from docs.jsonl on first use."""
-        if self.bm25 is not None:
-            return self.bm25
-        if (self.path / BM25_DIR).is_dir():
-            self.bm25 = BM25.load(self.path / BM25_DIR)
-        else:  # in batches: a Milvus store answers 1,000 documents a request
-            texts = []
-            for start in range(0, self.count, 1000):
-                for doc in self._documents(list(range(start, min(self.count, start + 1000)))):
-                    texts.append(Document(title=doc.get("title") or "", text=doc.get("text") or "").full_text())
-            self.bm25 = BM25().index(texts)
-        return self.bm25
-
     def _vectors_of(self, rows: np.ndarray) -> np.ndarray:
         """The stored embeddings of these rows."""
         return self.vectors.reconstruct(np.asarray(rows, dtype=np.int64))
@@ -539,38 +434,6 @@ class Index:
 
 
 # --------------------------------------------------------------------------------------------- helpers
-
-
-def _open_milvus(root: Path, meta: dict[str, Any], model: Any) -> dict[str, Any]:
-    """The collection named in index.json, checked against the model and the count (it is shared, so another
-    build may have replaced it since)."""
-    from infembed.search.milvus import MilvusStore
-
-    target = meta["store"]
-    collection = MilvusStore(target["uri"], target["collection"], meta["milvus"])
-    where = f"Milvus collection {target['collection']!r} at {target['uri']}"
-    if not collection.exists():
-        raise DataError(
-            f"{where} does not exist",
-            root / META_NAME,
-            hint="rebuild it with `infembed index --store milvus` or set INFEMBED_MILVUS_URI",
-        )
-    collection.load()
-    recorded = collection.properties()
-    if recorded.get("fingerprint") != model.fingerprint():
-        raise IndexModelMismatch(
-            f"{where} holds vectors of a model with fingerprint {recorded.get('fingerprint')}, but the given model "
-            f"{model_spec(model)} has fingerprint {model.fingerprint()}: its query embeddings would not match. Search "
-            "with the original model, or rebuild the index with this one (`infembed index --model ...`)"
-        )
-    if recorded.get("complete") != "1" or collection.count != meta["count"]:
-        raise DataError(
-            f"{where} holds {collection.count} rows (complete: {recorded.get('complete') == '1'}), "
-            f"index.json says {meta['count']}",
-            root / META_NAME,
-            hint="rerun `infembed index` with the same arguments; it resumes",
-        )
-    return {"vectors": collection, "docs": collection}
 
 
 def _align(

@@ -36,6 +36,8 @@ from typing import Any
 import numpy as np
 
 from infembed.data.errors import DataError, SettingsError
+from infembed.search.build import model_spec
+from infembed.search.store import META_NAME, IndexModelMismatch
 
 PREFIX = "infembed."
 MAX_VARCHAR = 65_535
@@ -302,3 +304,33 @@ class MilvusStore:
 
     def close(self) -> None:
         self.client.close()
+
+
+def open_for_index(root: Path, meta: dict[str, Any], model: Any) -> dict[str, Any]:
+    """The collection named in index.json, checked against the model and the count (it is shared, so another
+    build may have replaced it since)."""
+    target = meta["store"]
+    collection = MilvusStore(target["uri"], target["collection"], meta["milvus"])
+    where = f"Milvus collection {target['collection']!r} at {target['uri']}"
+    if not collection.exists():
+        raise DataError(
+            f"{where} does not exist",
+            root / META_NAME,
+            hint="rebuild it with `infembed index --store milvus` or set INFEMBED_MILVUS_URI",
+        )
+    collection.load()
+    recorded = collection.properties()
+    if recorded.get("fingerprint") != model.fingerprint():
+        raise IndexModelMismatch(
+            f"{where} holds vectors of a model with fingerprint {recorded.get('fingerprint')}, but the given model "
+            f"{model_spec(model)} has fingerprint {model.fingerprint()}: its query embeddings would not match. Search "
+            "with the original model, or rebuild the index with this one (`infembed index --model ...`)"
+        )
+    if recorded.get("complete") != "1" or collection.count != meta["count"]:
+        raise DataError(
+            f"{where} holds {collection.count} rows (complete: {recorded.get('complete') == '1'}), "
+            f"index.json says {meta['count']}",
+            root / META_NAME,
+            hint="rerun `infembed index` with the same arguments; it resumes",
+        )
+    return {"vectors": collection, "docs": collection}

@@ -41,6 +41,10 @@ FAISS_NAME = "vectors.faiss"
 BM25_DIR = "bm25"
 
 
+class IndexModelMismatch(ValueError):
+    """The model given to :meth:`Index.load` is not the one the index was built with."""
+
+
 class DocStore:
     """docs.jsonl read through mmap + a line offset table: O(1) random access, nothing held in memory,
     safe to read from several threads."""
