@@ -4,11 +4,22 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Annotated
 
 import typer
 
 from infembed.cli import app, console, friendly_errors
 from infembed.data.errors import SettingsError
+
+# The --exclusions llm endpoint, declared once for eval, search and serve.
+ExclusionLlmUrl = Annotated[
+    str | None,
+    typer.Option("--exclusion-llm-url", help="OpenAI-compatible base URL for --exclusions llm (e.g. http://127.0.0.1:8080/v1)."),
+]
+ExclusionLlmModel = Annotated[
+    str | None,
+    typer.Option("--exclusion-llm-model", help="Model name for --exclusions llm."),
+]
 
 
 @app.command("eval")
@@ -24,8 +35,8 @@ def eval_command(
     output: Path = typer.Option(None, "--output", "-o", help="results.json (one run) or a directory (one file per run)."),
     no_cache: bool = typer.Option(False, "--no-cache", help="Do not reuse corpus embeddings cached on disk."),
     exclusions: str = typer.Option("off", "--exclusions", help="Exclusion-aware scoring: 'off' (plain), 'rules' (split each instruction into what to find and what to leave out with English rules, penalise documents matching an excluded aspect) or 'llm' (split with an LLM: --exclusion-llm-url/--exclusion-llm-model). See docs/instructions.md."),
-    exclusion_llm_url: str = typer.Option(None, "--exclusion-llm-url", help="OpenAI-compatible base URL for --exclusions llm (e.g. http://127.0.0.1:8080/v1)."),
-    exclusion_llm_model: str = typer.Option(None, "--exclusion-llm-model", help="Model name for --exclusions llm."),
+    exclusion_llm_url: ExclusionLlmUrl = None,
+    exclusion_llm_model: ExclusionLlmModel = None,
 ) -> None:
     """Evaluate retrievers on instruction benchmarks: p-MRR, MAP@1000, nDCG@k (printed x100), results.json."""
     from infembed.data.benchmarks import load_benchmark

@@ -9,6 +9,7 @@ from pathlib import Path
 import typer
 
 from infembed.cli import console, friendly_errors
+from infembed.cli.evaluate import ExclusionLlmModel, ExclusionLlmUrl
 from infembed.data.errors import SettingsError
 
 
@@ -162,12 +163,8 @@ def search_command(
         "--exclusions",
         help="How instructions that exclude are handled: 'rules' (default: search with what the instruction keeps, push down documents matching what it excludes), 'off', or 'llm' (--exclusion-llm-url/--exclusion-llm-model). docs/instructions.md.",
     ),
-    exclusion_llm_url: str = typer.Option(
-        None, "--exclusion-llm-url", help="OpenAI-compatible base URL for --exclusions llm."
-    ),
-    exclusion_llm_model: str = typer.Option(
-        None, "--exclusion-llm-model", help="Model name for --exclusions llm."
-    ),
+    exclusion_llm_url: ExclusionLlmUrl = None,
+    exclusion_llm_model: ExclusionLlmModel = None,
 ) -> None:
     """Search an index with a query and an instruction; prints a ranked table (or JSON with --json)."""
     from rich.console import Console
@@ -273,12 +270,8 @@ def serve_command(
         "--exclusions",
         help="Default handling of instructions that exclude: 'rules' (default), 'off' or 'llm' (--exclusion-llm-url/--exclusion-llm-model); a request may ask for 'off' or 'rules'.",
     ),
-    exclusion_llm_url: str = typer.Option(
-        None, "--exclusion-llm-url", help="OpenAI-compatible base URL for --exclusions llm."
-    ),
-    exclusion_llm_model: str = typer.Option(
-        None, "--exclusion-llm-model", help="Model name for --exclusions llm."
-    ),
+    exclusion_llm_url: ExclusionLlmUrl = None,
+    exclusion_llm_model: ExclusionLlmModel = None,
 ) -> None:
     """Serve an index over HTTP: POST /search, POST /embed, GET /health, docs at /docs."""
     from infembed.cli.evaluate import exclusion_splitter_from_flags
