@@ -143,3 +143,21 @@ def test_atomic_writes_keep_the_old_file_on_failure_and_get_normal_permissions(t
     assert sorted(p.name for p in (tmp_path / "model").iterdir()) == ["c"]
     assert (tmp_path / "model").stat().st_mode & 0o777 == 0o777 & ~umask
     assert sorted(p.name for p in tmp_path.iterdir()) == ["model", "plot.png", "results.json"]  # no leftovers
+
+
+def test_atomic_writes_name_what_blocks_them(tmp_path):
+    """A file where a directory must be, or a directory where the file goes: one DataError, nothing written."""
+    from infembed.data.errors import DataError
+    from infembed.data.jsonl import atomic_dir, atomic_write
+
+    (tmp_path / "afile").write_text("keep\n")
+    with pytest.raises(DataError, match="afile: is a file, so nothing can be written under it"):
+        with atomic_write(tmp_path / "afile" / "sub" / "r.json") as handle:
+            handle.write("x")
+    (tmp_path / "adir").mkdir()
+    with pytest.raises(DataError, match="is a directory, expected a file name"):
+        with atomic_write(tmp_path / "adir") as handle:
+            handle.write("x")
+    with pytest.raises(DataError, match="is a file"), atomic_dir(tmp_path / "afile" / "model"):
+        pass
+    assert (tmp_path / "afile").read_text() == "keep\n" and list((tmp_path / "adir").iterdir()) == []

@@ -139,13 +139,24 @@ def _publishable(path: str | Path, *, directory: bool = False) -> None:
     os.chmod(path, (0o777 if directory else 0o666) & ~_umask())
 
 
+def _make_parent(path: Path) -> None:
+    """Create ``path``'s directory, or say in one line why it cannot be (a file stands where a directory must)."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        blocker = next((p for p in reversed(path.parents) if p.exists() and not p.is_dir()), path.parent)
+        raise DataError("is a file, so nothing can be written under it", blocker, hint=f"writing {path}") from None
+
+
 @contextlib.contextmanager
 def atomic_path(path: str | Path) -> Iterator[Path]:
     """A temporary path beside ``path`` for writers that take a file name (faiss, matplotlib, numpy); it is
     renamed over ``path`` only when the block succeeds, so a crash never leaves a half-written file and never
     destroys the previous one. The one place that does atomic replacement of a file (see :func:`atomic_write`)."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    _make_parent(path)
+    if path.is_dir():
+        raise DataError("is a directory, expected a file name", path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
     try:
@@ -175,7 +186,7 @@ def atomic_dir(path: str | Path) -> Iterator[Path]:
     import shutil
 
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    _make_parent(path)
     tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
     try:
         yield tmp
