@@ -183,6 +183,9 @@ def test_bad_directories(tmp_path, corpus_path, model):
         Index.load(tmp_path / "notes")
     with pytest.raises(DataError, match="refusing to write into it"):
         Index.build(model, corpus_path, tmp_path / "notes")
+    with pytest.raises(DataError, match="todo.txt: is a file, so no index can be written under it"):
+        Index.build(model, corpus_path, tmp_path / "notes" / "todo.txt" / "index")
+    assert (tmp_path / "notes" / "todo.txt").read_text() == "mine"
     with pytest.raises(ValueError, match="kind must be one of"):
         Index.build(model, corpus_path, tmp_path / "x", kind="annoy")
     bad = tmp_path / "bad.jsonl"

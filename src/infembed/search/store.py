@@ -109,6 +109,9 @@ def corpus_digest(ids: Sequence[str], corpus: Mapping[str, Document]) -> str:
 
 def check_output_dir(root: Path) -> None:
     """Refuse to write into a dir that holds anything but an (old or partial) infembed index."""
+    for parent in root.parents:
+        if parent.exists() and not parent.is_dir():
+            raise DataError("is a file, so no index can be written under it", parent, hint=f"writing {root}")
     if root.exists() and not root.is_dir():
         raise DataError("exists and is not a directory", root)
     if root.is_dir():
