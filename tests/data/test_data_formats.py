@@ -151,7 +151,7 @@ def test_atomic_writes_name_what_blocks_them(tmp_path):
     from infembed.data.jsonl import atomic_dir, atomic_write
 
     (tmp_path / "afile").write_text("keep\n")
-    with pytest.raises(DataError, match="afile: is a file, so nothing can be written under it"):
+    with pytest.raises(DataError, match="afile: is a file, so nothing can be written there"):
         with atomic_write(tmp_path / "afile" / "sub" / "r.json") as handle:
             handle.write("x")
     (tmp_path / "adir").mkdir()
@@ -161,3 +161,14 @@ def test_atomic_writes_name_what_blocks_them(tmp_path):
     with pytest.raises(DataError, match="is a file"), atomic_dir(tmp_path / "afile" / "model"):
         pass
     assert (tmp_path / "afile").read_text() == "keep\n" and list((tmp_path / "adir").iterdir()) == []
+
+
+def test_output_dirs_are_made_through_one_helper_that_names_a_blocking_file(tmp_path):
+    from infembed.data.errors import DataError
+    from infembed.data.jsonl import ensure_dir
+
+    assert ensure_dir(tmp_path / "a" / "b").is_dir() and ensure_dir(tmp_path / "a" / "b").is_dir()
+    (tmp_path / "f").write_text("x")
+    for target in (tmp_path / "f", tmp_path / "f" / "sub" / "dir"):
+        with pytest.raises(DataError, match="f: is a file, so nothing can be written there"):
+            ensure_dir(target)

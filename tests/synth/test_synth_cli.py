@@ -66,6 +66,11 @@ def test_expected_failures_exit_2_without_a_traceback(server, seed_dir, tmp_path
     result = _run(seed_dir, tmp_path / "o3", server, "--domain", "legal")
     assert result.exit_code == 2 and "domain must be one of web, code, math" in result.output
 
+    (tmp_path / "afile").write_text("keep\n")
+    result = _run(seed_dir, tmp_path / "afile" / "run", server)
+    assert result.exit_code == 2 and "afile: is a file, so nothing can be written there" in result.output
+    assert (tmp_path / "afile").read_text() == "keep\n"
+
     server.configure({"fail_all": 503})
     result = _run(seed_dir, tmp_path / "down", server, "--max-retries", "1")
     assert result.exit_code == 2

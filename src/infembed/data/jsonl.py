@@ -139,13 +139,20 @@ def _publishable(path: str | Path, *, directory: bool = False) -> None:
     os.chmod(path, (0o777 if directory else 0o666) & ~_umask())
 
 
-def _make_parent(path: Path) -> None:
-    """Create ``path``'s directory, or say in one line why it cannot be (a file stands where a directory must)."""
+def ensure_dir(path: str | Path) -> Path:
+    """Create the directory ``path`` (and its parents) for an output, or say in one line why it cannot be: a file
+    stands where a directory must. Every output directory is made through here."""
+    path = Path(path)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        path.mkdir(parents=True, exist_ok=True)
     except (FileExistsError, NotADirectoryError):
-        blocker = next((p for p in reversed(path.parents) if p.exists() and not p.is_dir()), path.parent)
-        raise DataError("is a file, so nothing can be written under it", blocker, hint=f"writing {path}") from None
+        blocker = next((p for p in [*reversed(path.parents), path] if p.exists() and not p.is_dir()), path)
+        raise DataError("is a file, so nothing can be written there", blocker, hint=f"writing {path}") from None
+    return path
+
+
+def _make_parent(path: Path) -> None:
+    ensure_dir(path.parent)
 
 
 @contextlib.contextmanager

@@ -25,7 +25,7 @@ import torch
 from torch import nn
 
 from infembed.data.errors import SettingsError
-from infembed.data.jsonl import write_json
+from infembed.data.jsonl import ensure_dir, write_json
 from infembed.model.encoder import Encoder, load_sentence_transformer, resolve_device
 from infembed.model.interaction import (
     CROSS_ATTENTION_BASES,
@@ -202,7 +202,7 @@ class InFEmbed(nn.Module):
         """Write the model dir. LoRA adapters are merged into the backbone first, so the dir is a plain
         sentence-transformers model."""
         path = Path(path)
-        path.mkdir(parents=True, exist_ok=True)
+        ensure_dir(path)
         for enc in (self.encoder, self.passage_encoder):
             if enc is not None and merge_lora and hasattr(enc.backbone, "merge_and_unload"):
                 enc.backbone = enc.backbone.merge_and_unload()

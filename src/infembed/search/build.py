@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from infembed.data.errors import DataError, SettingsError
-from infembed.data.jsonl import write_json
+from infembed.data.jsonl import ensure_dir, write_json
 from infembed.data.records import Document
 from infembed.search import store, vectors
 from infembed.search.bm25 import BM25
@@ -129,7 +129,7 @@ def build_dense(
         if rank == 0:
             if milvus is not None:  # refused before any encoding when the collection holds another build
                 collection = open_milvus_for_build(milvus, kind, count, dim, faiss, manifest)
-            root.mkdir(parents=True, exist_ok=True)
+            ensure_dir(root)
             store.remove(root, META_NAME)  # index.json exists only while the dir is a complete index
             docs_present = (root / DOCS_NAME).exists() and (root / OFFSETS_NAME).exists()
             if read_manifest(root / BUILD_NAME) != manifest or not docs_present:
@@ -233,7 +233,7 @@ def build_bm25(docs: Mapping[str, Document], ids: list[str], root: Path) -> None
     """Write a BM25 index dir (kind "bm25": no model, no vectors)."""
     from infembed.templates import DEFAULT_TEMPLATE
 
-    root.mkdir(parents=True, exist_ok=True)
+    ensure_dir(root)
     # A dense build's leftovers would no longer match docs.jsonl: drop them (and the resume manifest).
     store.remove(root, META_NAME, BUILD_NAME, FAISS_NAME)
     shutil.rmtree(root / SHARD_DIR, ignore_errors=True)

@@ -9,6 +9,7 @@ import threading
 import time
 from pathlib import Path
 
+from infembed.data.jsonl import ensure_dir
 from infembed.synth.chat import ChatResponse
 
 
@@ -21,7 +22,7 @@ class ResponseCache:
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        ensure_dir(self.path.parent)
         self._lock = threading.Lock()
         self._db = sqlite3.connect(str(self.path), timeout=60, check_same_thread=False, isolation_level=None)
         self._db.execute("PRAGMA journal_mode=WAL")

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from infembed.data.errors import DataError, SettingsError
-from infembed.data.jsonl import JsonlAppender, write_json, write_jsonl
+from infembed.data.jsonl import JsonlAppender, ensure_dir, write_json, write_jsonl
 from infembed.data.records import Triplet
 from infembed.settings import check_number, setting, settings_from_dict
 from infembed.synth import structured
@@ -329,7 +329,7 @@ class Pipeline:
     async def run(self) -> dict[str, Any]:
         """Process every pair not yet finished; returns the summary (also written to ``summary.json``)."""
         started = time.monotonic()
-        self.out_dir.mkdir(parents=True, exist_ok=True)
+        ensure_dir(self.out_dir)
         self._check_run_file()
         self.state = RunState.load(self.out_dir, self.stage_files)
         queue: asyncio.Queue[SeedPair | None] = asyncio.Queue()

@@ -32,7 +32,7 @@ import numpy as np
 import torch
 
 from infembed.contrastive_batch import EmbeddedBatch
-from infembed.data.jsonl import JsonlAppender, write_json
+from infembed.data.jsonl import JsonlAppender, ensure_dir, write_json
 from infembed.data.records import Triplet
 from infembed.losses import InFEmbedLoss
 from infembed.model import InFEmbed
@@ -240,7 +240,7 @@ class Trainer:
                 outputs.truncate_metrics(self.output, self.global_step)
             self._log_line(f"resumed from {self.plan.checkpoint} at step {self.global_step}/{total}")
         if self.rank == 0:
-            self.output.mkdir(parents=True, exist_ok=True)
+            ensure_dir(self.output)
             write_json(self.output / outputs.SETTINGS, cfg.to_dict())
         metrics = JsonlAppender(self.output / outputs.METRICS) if self.rank == 0 else None
         self.model.train()

@@ -22,7 +22,7 @@ from infembed.data.formats import (
     write_instruction_queries,
     write_qrels_tsv,
 )
-from infembed.data.jsonl import atomic_write, json_error_reason
+from infembed.data.jsonl import atomic_write, ensure_dir, json_error_reason
 from infembed.data.records import Benchmark, Document, InstructionQuery
 
 logger = logging.getLogger(__name__)
@@ -167,7 +167,7 @@ def save_benchmark(benchmark: Benchmark, path: str | Path) -> None:
     """Write a benchmark as an instruction benchmark dir (the inverse of :func:`load_instruction_benchmark`),
     e.g. to freeze a hub benchmark for offline use."""
     root = Path(path)
-    root.mkdir(parents=True, exist_ok=True)
+    ensure_dir(root)
     write_corpus(root / "corpus.jsonl", benchmark.corpus)
     write_instruction_queries(root / "queries.jsonl", benchmark.queries)
     write_qrels_tsv(root / "qrels_og.tsv", benchmark.qrels_og)
