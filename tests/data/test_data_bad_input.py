@@ -395,6 +395,20 @@ def test_bytes_that_are_not_utf8_name_file_line_and_column(tmp_path):
     assert "byte 0xe9 at column 27" in message
 
 
+def test_a_lone_surrogate_escape_is_refused_where_it_is_read(tmp_path):
+    """``"\\ud800"`` is valid JSON but not text: it used to load and then fail as a UnicodeEncodeError traceback
+    when the index or the results were written. A proper pair (an emoji) is text and loads."""
+    root = bench_dir(tmp_path, corpus_jsonl=lines(CORPUS[0], '{"_id": "d2", "title": "", "text": "ok \\ud83d\\ude00 x"}',
+                                                  '{"_id": "d3", "text": "bad \\ud800 char"}'))
+    with pytest.raises(DataError) as caught:
+        benchmarks.load_benchmark(root)
+    message = str(caught.value)
+    assert "corpus.jsonl" in message and "line 3" in message and "field 'text'" in message
+    assert "lone UTF-16 surrogate (\\ud800)" in message
+    (root / "corpus.jsonl").write_text(lines(*CORPUS[:1], '{"_id": "d2", "text": "ok \\ud83d\\ude00 x"}', *CORPUS[2:]))
+    assert benchmarks.load_benchmark(root).corpus["d2"].text == "ok \U0001f600 x"
+
+
 def test_utf8_byte_order_mark_is_accepted(tmp_path):
     root = bench_dir(tmp_path)
     for name in ("corpus.jsonl", "queries.jsonl", "qrels_og.tsv"):

@@ -84,6 +84,11 @@ def test_search_arguments_checked(flat_index):
         flat_index.search("   ", "documents on heat transfer", k=3)
     with pytest.raises(ValueError, match="query 2 is empty"):
         flat_index.search(["heat", ""], k=3)
+    # a lone surrogate ("\\ud800" in JSON, undecodable bytes in argv) used to be a tokenizer TypeError traceback
+    with pytest.raises(ValueError, match=r"the query holds a lone UTF-16 surrogate \(\\udced\) at character 6"):
+        flat_index.search("heat \udced", k=3)
+    with pytest.raises(ValueError, match="instruction 2 holds a lone UTF-16 surrogate"):
+        flat_index.search(["heat", "wings"], ["ok", "bad \ud800"], k=3)
 
 
 class _Killed(RuntimeError):

@@ -7,6 +7,7 @@ import gzip
 import io
 import json
 import os
+import re
 import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -70,7 +71,44 @@ def iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
             raise DataError(json_error_reason(error), path, number) from None
         if not isinstance(obj, dict):
             raise DataError(f"expected a JSON object, got {type(obj).__name__}", path, number)
+        if _SURROGATE_ESCAPE.search(line):
+            _refuse_lone_surrogates(obj, path, number)
         yield number, obj
+
+
+# A JSON escape of a UTF-16 surrogate. A pair (``\ud83d\ude00``) decodes to one character; a lone one decodes to a
+# string Python can hold but no UTF-8 file can, so it would fail much later, when an index or a result is written.
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+def lone_surrogate(text: str) -> str | None:
+    """Why ``text`` is not Unicode text, or None. JSON's ``"\\ud800"`` and undecodable bytes in a command-line
+    argument both reach Python as lone UTF-16 surrogates: a ``str`` that no file, tokenizer or response can take."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as error:
+        return f"a lone UTF-16 surrogate (\\u{ord(text[error.start]):04x}) at character {error.start + 1}, which is not text"
+    return None
+
+
+def _refuse_lone_surrogates(value: Any, path: str | Path, line: int, field: str | None = None) -> None:
+    if isinstance(value, str):
+        problem = lone_surrogate(value)
+        if problem:
+            raise DataError(
+                problem,
+                path,
+                line,
+                field,
+                hint="re-export the file; a surrogate must come as a high/low pair",
+            )
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _refuse_lone_surrogates(key, path, line, field)
+            _refuse_lone_surrogates(item, path, line, key if field is None else f"{field}.{key}")
+    elif isinstance(value, list):
+        for item in value:
+            _refuse_lone_surrogates(item, path, line, field)
 
 
 def json_error_reason(error: json.JSONDecodeError) -> str:
@@ -147,7 +185,9 @@ def ensure_dir(path: str | Path) -> Path:
         path.mkdir(parents=True, exist_ok=True)
     except (FileExistsError, NotADirectoryError):
         blocker = next((p for p in [*reversed(path.parents), path] if p.exists() and not p.is_dir()), path)
-        raise DataError("is a file, so nothing can be written there", blocker, hint=f"writing {path}") from None
+        raise DataError(
+            "is a file, so nothing can be written there", blocker, hint=f"writing {path}"
+        ) from None
     return path
 
 

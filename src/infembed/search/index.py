@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from infembed.data.errors import DataError, SettingsError
+from infembed.data.jsonl import lone_surrogate
 from infembed.search import vectors
 from infembed.search.bm25 import BM25, BM25Settings
 from infembed.search.build import Progress, build_bm25, build_dense, load_corpus, model_spec, resolve_model
@@ -347,6 +348,12 @@ class Index(ExclusionSearch):
                 raise SettingsError(
                     f"{where} is empty" if isinstance(query, str) else f"{where} is not a string"
                 )
+        for label, texts in (("query", queries), ("instruction", instructions)):
+            for number, text in enumerate(texts, start=1):
+                problem = lone_surrogate(text) if isinstance(text, str) else None
+                if problem:
+                    where = f"{label} {number}" if len(texts) > 1 else f"the {label}"
+                    raise SettingsError(f"{where} holds {problem}")
         settings = self.exclusion_settings(exclusions)
         splits = self.split(instructions, settings, exclusion_splitter)
         plain_rows = [r for r, split in enumerate(splits) if not split.exclude]

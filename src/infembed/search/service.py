@@ -43,6 +43,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from infembed import __version__
+from infembed.data.jsonl import lone_surrogate
 from infembed.search.batcher import MicroBatcher
 from infembed.search.guard import Guard
 from infembed.search.index import Hit, Index
@@ -335,14 +336,9 @@ def create_app(
             raise HTTPException(422, f"{label} is empty")
         if len(text) > max_text_chars:
             raise HTTPException(413, f"{label} is {len(text)} characters; the limit is {max_text_chars}")
-        try:
-            text.encode("utf-8")
-        except UnicodeEncodeError as error:  # JSON "\ud800" escapes decode to lone surrogates
-            raise HTTPException(
-                422,
-                f"{label} holds a lone surrogate (U+{ord(text[error.start]):04X} at character {error.start}):"
-                " not valid Unicode text",
-            ) from None
+        problem = lone_surrogate(text)  # JSON "\\ud800" escapes decode to lone surrogates
+        if problem:
+            raise HTTPException(422, f"{label} holds {problem}")
 
     def check_count(label: str, n: int) -> None:
         if n > max_batch:
