@@ -115,7 +115,7 @@ def test_friendly_errors(cli, tmp_path, corpus_path):
     result = runner.invoke(
         cli, ["index", "--corpus", str(corpus_path), "--output", str(tmp_path / "o"), "--kind", "annoy"]
     )
-    assert result.exit_code == 2 and "--kind must be one of" in result.stderr
+    assert result.exit_code == 2 and "kind must be one of" in result.stderr
     result = runner.invoke(
         cli, ["search", "--index", str(tmp_path), "-q", "a", "-q", "b", "-I", "x", "-I", "y", "-I", "z"]
     )

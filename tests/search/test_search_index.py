@@ -56,7 +56,11 @@ def test_approximate_kinds_same_interface(kind, model, corpus_path, tmp_path, fl
     monkeypatch.setattr(
         model, "encode_passages", lambda *a, **k: pytest.fail("shards should have been reused")
     )
-    index = Index.build(model, corpus_path, tmp_path / kind, kind=kind, shard_size=SHARD_SIZE)
+    # a finished index of other settings is not replaced by mistake: refused, and left whole
+    with pytest.raises(DataError, match=f"holds a complete index built from other inputs \\(kind flat, not {kind}"):
+        Index.build(model, corpus_path, tmp_path / kind, kind=kind, shard_size=SHARD_SIZE)
+    assert Index.load(tmp_path / kind, model).kind == "flat"
+    index = Index.build(model, corpus_path, tmp_path / kind, kind=kind, shard_size=SHARD_SIZE, overwrite=True)
     monkeypatch.undo()
     assert index.kind == kind and index.count == 30
     assert _top_ids(index) == _top_ids(flat_index)  # tiny corpus: approximate search is exact here

@@ -5,12 +5,15 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import typer
 
 from infembed.cli import console, friendly_errors
 from infembed.cli.evaluate import ExclusionLlmModel, ExclusionLlmUrl
 from infembed.data.errors import SettingsError
+from infembed.search.settings import IndexSettings
+from infembed.settings import settings_command
 
 
 def _device(device: str | None) -> str | None:
@@ -23,7 +26,9 @@ def _device(device: str | None) -> str | None:
     return device
 
 
+@settings_command(IndexSettings)
 def index_command(
+    settings: dict[str, Any],
     model: str = typer.Option(
         "default",
         "--model",
@@ -35,22 +40,6 @@ def index_command(
     ),
     output: Path = typer.Option(
         ..., "--output", "-o", help="Index directory to write (a rerun with the same inputs resumes)."
-    ),
-    kind: str = typer.Option(
-        "flat",
-        "--kind",
-        help="flat (exact, default) | hnsw | ivf (approximate, large corpora) | bm25 (lexical).",
-    ),
-    batch_size: int = typer.Option(32, "--batch-size", help="Texts per encoder call."),
-    shard_size: int = typer.Option(4096, "--shard-size", help="Documents per resumable shard."),
-    hnsw_m: int = typer.Option(32, "--hnsw-m", help="HNSW: graph neighbours per node."),
-    ef_construction: int = typer.Option(
-        200, "--ef-construction", help="HNSW: candidates explored while building."
-    ),
-    ef_search: int = typer.Option(128, "--ef-search", help="HNSW: default candidates explored per search."),
-    nlist: int = typer.Option(None, "--nlist", help="IVF: number of lists (default 4*sqrt(n))."),
-    nprobe: int = typer.Option(
-        None, "--nprobe", help="IVF: default lists visited per search (default min(nlist, 32))."
     ),
     device: str = typer.Option(None, "--device", help="cpu, cuda, cuda:1 ... (default: cuda if available)."),
     vector_store: str = typer.Option(
@@ -67,6 +56,9 @@ def index_command(
     collection: str = typer.Option(
         None, "--collection", help="--store milvus: the collection's name (default: from --output's name)."
     ),
+    overwrite: bool = typer.Option(
+        False, "--overwrite", help="Replace a complete index in --output that was built from other inputs."
+    ),
 ) -> None:
     """Encode a corpus into a searchable index (resumable; run under torchrun to spread encoding over ranks)."""
     from rich.progress import (
@@ -78,10 +70,10 @@ def index_command(
         TimeRemainingColumn,
     )
 
-    from infembed.search.index import KINDS, STORES, Index
+    from infembed.search.index import STORES, Index
 
-    if kind not in KINDS:
-        raise SettingsError(f"--kind must be one of {', '.join(KINDS)}, got {kind!r}")
+    index_settings = IndexSettings.of(**settings)
+    kind = index_settings.kind
     if vector_store not in STORES:
         raise SettingsError(f"--store must be one of {', '.join(STORES)}, got {vector_store!r}")
     if vector_store == "milvus" and not uri:
@@ -106,19 +98,13 @@ def index_command(
             None if kind == "bm25" else model,
             corpus,
             output,
-            kind=kind,
-            shard_size=shard_size,
-            batch_size=batch_size,
-            hnsw_m=hnsw_m,
-            ef_construction=ef_construction,
-            ef_search=ef_search,
-            nlist=nlist,
-            nprobe=nprobe,
+            index_settings,
             device=_device(device),
             progress=progress,
             store=vector_store,
             uri=uri,
             collection=collection,
+            overwrite=overwrite,
         )
     if rank == 0:
         model_note = (

@@ -20,6 +20,7 @@ from infembed.data.jsonl import ensure_dir, write_json
 from infembed.data.records import Document
 from infembed.search import store, vectors
 from infembed.search.bm25 import BM25
+from infembed.search.settings import IndexSettings
 from infembed.search.store import (
     BM25_DIR,
     BUILD_NAME,
@@ -97,16 +98,15 @@ def build_dense(
     docs: Mapping[str, Document],
     ids: list[str],
     root: Path,
+    settings: IndexSettings,
     *,
-    kind: str,
-    shard_size: int,
-    batch_size: int,
-    faiss: dict[str, Any],
     progress: Progress | None = None,
     milvus: dict[str, str] | None = None,
+    overwrite: bool = False,
 ) -> None:
     """Encode the corpus shard by shard (resumable; shared out over torchrun ranks), then assemble and write
     the faiss index, or fill the Milvus collection ``milvus`` ({"uri", "collection"}), and index.json."""
+    kind, shard_size, batch_size = settings.kind, settings.shard_size, settings.batch_size
     fingerprint = model.fingerprint()
     dim = int(model.dim)
     count = len(ids)
@@ -127,8 +127,15 @@ def build_dense(
                 "a Milvus Lite file cannot be shared by torchrun ranks: give a Milvus server URI (http://host:19530)"
             )
         if rank == 0:
+            placement = (
+                {"faiss": vectors.faiss_settings(settings, count)}
+                if milvus is None
+                else {"store": {"kind": "milvus", **milvus}}
+            )
+            wanted = {"kind": kind, "model": {"fingerprint": fingerprint}, "corpus_sha256": manifest["corpus_sha256"]}
+            store.check_replacing(root, {**wanted, **placement}, overwrite)
             if milvus is not None:  # refused before any encoding when the collection holds another build
-                collection = open_milvus_for_build(milvus, kind, count, dim, faiss, manifest)
+                collection = open_milvus_for_build(milvus, settings, count, dim, manifest)
             ensure_dir(root)
             store.remove(root, META_NAME)  # index.json exists only while the dir is a complete index
             docs_present = (root / DOCS_NAME).exists() and (root / OFFSETS_NAME).exists()
@@ -139,7 +146,7 @@ def build_dense(
             (root / SHARD_DIR).mkdir(exist_ok=True)
         barrier()
         if milvus is not None and collection is None:  # the other ranks insert their own shards
-            collection = open_milvus_for_build(milvus, kind, count, dim, faiss, manifest)
+            collection = open_milvus_for_build(milvus, settings, count, dim, manifest)
         done = 0
         mine = [s for s in range(shards) if s % world == rank]
         for shard in mine:
@@ -159,10 +166,10 @@ def build_dense(
         barrier()
         if rank == 0:
             if collection is None:
-                settings = vectors.faiss_settings(kind, count, **faiss)
-                index = vectors.assemble(root, dim, count, shards, settings)
+                tuning = vectors.faiss_settings(settings, count)
+                index = vectors.assemble(root, dim, count, shards, tuning)
                 vectors.write(index, root / FAISS_NAME)
-                placed: dict[str, Any] = {"faiss": settings}
+                placed: dict[str, Any] = {"faiss": tuning}
             else:
                 store.remove(root, FAISS_NAME)  # from an earlier faiss build of this dir
                 check_milvus(collection, root, count)
@@ -198,21 +205,21 @@ def build_dense(
 
 
 def open_milvus_for_build(
-    target: dict[str, str], kind: str, count: int, dim: int, tuning: dict[str, Any], manifest: dict[str, Any]
+    target: dict[str, str], settings: IndexSettings, count: int, dim: int, manifest: dict[str, Any]
 ) -> Any:
     """The build's Milvus collection: created, or an existing one recording this same build (to resume).
     Shards are upserted by primary key as they are encoded, so a rerun after a kill writes only the shards
     that are not wholly in the collection, and never a row twice."""
     from infembed.search.milvus import MilvusStore, milvus_settings
 
-    collection = MilvusStore(target["uri"], target["collection"], milvus_settings(kind, count, **tuning))
+    collection = MilvusStore(target["uri"], target["collection"], milvus_settings(settings, count))
     build = {
         "format": INDEX_FORMAT,
         "fingerprint": manifest["fingerprint"],
         "dim": dim,
         "count": count,
         "corpus_sha256": manifest["corpus_sha256"],
-        "kind": kind,
+        "kind": settings.kind,
     }
     collection.prepare(build, dim)
     return collection
@@ -229,10 +236,12 @@ def check_milvus(collection: Any, root: Path, count: int) -> None:
         )
 
 
-def build_bm25(docs: Mapping[str, Document], ids: list[str], root: Path) -> None:
+def build_bm25(docs: Mapping[str, Document], ids: list[str], root: Path, *, overwrite: bool = False) -> None:
     """Write a BM25 index dir (kind "bm25": no model, no vectors)."""
     from infembed.templates import DEFAULT_TEMPLATE
 
+    digest = corpus_digest(ids, docs)
+    store.check_replacing(root, {"kind": "bm25", "corpus_sha256": digest}, overwrite)
     ensure_dir(root)
     # A dense build's leftovers would no longer match docs.jsonl: drop them (and the resume manifest).
     store.remove(root, META_NAME, BUILD_NAME, FAISS_NAME)
@@ -247,7 +256,7 @@ def build_bm25(docs: Mapping[str, Document], ids: list[str], root: Path) -> None
         "dim": None,
         "model": None,
         "bm25": {**asdict(bm25.settings), "template": DEFAULT_TEMPLATE},
-        "corpus_sha256": corpus_digest(ids, docs),
+        "corpus_sha256": digest,
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "versions": vectors.versions(),
     }

@@ -34,6 +34,7 @@ from infembed.search.bm25 import BM25, BM25Settings
 from infembed.search.build import Progress, build_bm25, build_dense, load_corpus, model_spec, resolve_model
 from infembed.search.exclusion_search import ExclusionSearch
 from infembed.search.milvus import open_for_index
+from infembed.search.settings import DENSE_KINDS, IndexSettings
 from infembed.search.store import (
     BM25_DIR,
     BUILD_NAME,
@@ -46,9 +47,7 @@ from infembed.search.store import (
     read_manifest,
     shard_path,
 )
-from infembed.search.vectors import DENSE_KINDS
 
-KINDS = (*DENSE_KINDS, "bm25")
 STORES = ("faiss", "milvus")
 
 
@@ -156,33 +155,34 @@ class Index(ExclusionSearch):
         model: Any,
         corpus: str | Path | Mapping[str, Any],
         output_dir: str | Path,
+        settings: IndexSettings | None = None,
         *,
-        kind: str = "flat",
-        shard_size: int = 4096,
-        batch_size: int = 32,
-        hnsw_m: int = 32,
-        ef_construction: int = 200,
-        ef_search: int = 128,
-        nlist: int | None = None,
-        nprobe: int | None = None,
         device: str | None = None,
         progress: Progress | None = None,
         store: str = "faiss",
         uri: str | None = None,
         collection: str | None = None,
+        overwrite: bool = False,
+        **overrides: Any,
     ) -> Index:
         """Encode ``corpus`` with ``model`` and write an index to ``output_dir``; returns it loaded.
 
         ``model``: an :class:`~infembed.model.InFEmbed`, a model dir or hub name, or ``"default"``/None (the
         packaged all-MiniLM-L6-v2); ignored for ``kind="bm25"``. ``corpus``: a corpus.jsonl, a BEIR dir, or a mapping
-        ``id -> Document | text``. Rerunning after an interruption resumes from the last complete shard.
-        ``hnsw_m``/``ef_construction``/``ef_search`` tune HNSW, ``nlist``/``nprobe`` tune IVF (defaults from
-        the corpus size).
+        ``id -> Document | text``. Rerunning after an interruption resumes from the last complete shard; a dir
+        holding a complete index of other inputs (model, corpus, settings) is refused unless ``overwrite``.
+
+        ``settings``: an :class:`~infembed.search.settings.IndexSettings`; its fields may also be given as keyword
+        arguments (``kind="hnsw", hnsw_m=16``), which win: ``kind``, ``batch_size``, ``shard_size``, and
+        ``hnsw_m``/``ef_construction``/``ef_search`` (HNSW), ``nlist``/``nprobe`` (IVF; defaults from the corpus
+        size).
 
         ``store``: ``"faiss"`` (vectors.faiss in ``output_dir``, the default) or ``"milvus"``: the vectors, the
         documents and the model fingerprint go into the Milvus collection ``collection`` (default: from the dir's
         name) at ``uri`` (a server, or a Milvus Lite file such as ``milvus.db``); :mod:`infembed.search.milvus`.
         """
+        settings = IndexSettings.of(settings, **overrides)
+        kind = settings.kind
         if store not in STORES:
             raise SettingsError(f"store must be one of {', '.join(STORES)}, got {store!r}")
         if store == "milvus" and kind == "bm25":
@@ -193,24 +193,13 @@ class Index(ExclusionSearch):
             raise SettingsError(
                 "the Milvus store needs a URI (--uri): a server (http://host:19530) or a .db file"
             )
-        if kind not in KINDS:
-            raise SettingsError(f"kind must be one of {', '.join(KINDS)}, got {kind!r}")
-        if shard_size < 1 or batch_size < 1:
-            raise SettingsError("shard_size and batch_size must be at least 1")
         root = Path(output_dir)
         check_output_dir(root)
         docs = load_corpus(corpus)
         ids = list(docs)
         if kind == "bm25":
-            build_bm25(docs, ids, root)
+            build_bm25(docs, ids, root, overwrite=overwrite)
             return cls.load(root)
-        faiss_settings = {
-            "hnsw_m": hnsw_m,
-            "ef_construction": ef_construction,
-            "ef_search": ef_search,
-            "nlist": nlist,
-            "nprobe": nprobe,
-        }
         target = None
         if store == "milvus":
             from infembed.search.milvus import check_collection_name, default_collection, resolve_uri
@@ -220,18 +209,7 @@ class Index(ExclusionSearch):
                 "collection": check_collection_name(collection or default_collection(root)),
             }
         model = resolve_model(model, device)
-        build_dense(
-            model,
-            docs,
-            ids,
-            root,
-            kind=kind,
-            shard_size=shard_size,
-            batch_size=batch_size,
-            faiss=faiss_settings,
-            progress=progress,
-            milvus=target,
-        )
+        build_dense(model, docs, ids, root, settings, progress=progress, milvus=target, overwrite=overwrite)
         return cls.load(root, model)
 
     # ------------------------------------------------------------------------------------ load

@@ -37,6 +37,7 @@ import numpy as np
 
 from infembed.data.errors import DataError, SettingsError
 from infembed.search.build import model_spec
+from infembed.search.settings import IndexSettings
 from infembed.search.store import META_NAME, IndexModelMismatch
 
 PREFIX = "infembed."
@@ -49,35 +50,25 @@ _GET_BATCH = 1000  # primary keys per get request
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,254}")
 
 
-def milvus_settings(
-    kind: str,
-    count: int,
-    *,
-    hnsw_m: int = 32,
-    ef_construction: int = 200,
-    ef_search: int = 128,
-    nlist: int | None = None,
-    nprobe: int | None = None,
-) -> dict[str, Any]:
-    """The Milvus index type and parameters of a ``kind`` (the same defaults as the faiss kinds)."""
-    if kind == "flat":
+def milvus_settings(settings: IndexSettings, count: int) -> dict[str, Any]:
+    """The Milvus index type and parameters of ``settings`` (the faiss kinds' defaults, from the same fields)."""
+    if settings.kind == "flat":
         return {"index_type": "FLAT", "metric_type": "IP", "params": {}}
-    if kind == "hnsw":
+    if settings.kind == "hnsw":
         return {
             "index_type": "HNSW",
             "metric_type": "IP",
-            "params": {"M": hnsw_m, "efConstruction": ef_construction},
-            "ef_search": ef_search,
+            "params": {"M": settings.hnsw_m, "efConstruction": settings.ef_construction},
+            "ef_search": settings.ef_search,
         }
-    if kind == "ivf":
-        nlist = int(nlist or max(1, min(int(4 * np.sqrt(count)), count // 39)))
+    if settings.kind == "ivf":
         return {
             "index_type": "IVF_FLAT",
             "metric_type": "IP",
-            "params": {"nlist": nlist},
-            "nprobe": int(nprobe or min(nlist, 32)),
+            "params": {"nlist": settings.ivf_lists(count)},
+            "nprobe": settings.ivf_probes(count),
         }
-    raise SettingsError(f"kind must be one of flat, hnsw, ivf for a Milvus store, got {kind!r}")
+    raise SettingsError(f"kind must be one of flat, hnsw, ivf for a Milvus store, got {settings.kind!r}")
 
 
 def resolve_uri(uri: str) -> str:

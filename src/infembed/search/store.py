@@ -124,6 +124,35 @@ def check_output_dir(root: Path) -> None:
             )
 
 
+def check_replacing(root: Path, wanted: Mapping[str, Any], overwrite: bool) -> None:
+    """A dir holding a complete index (index.json) is rebuilt only from the same inputs (``wanted``: what index.json
+    records, as ``{"kind": ..., "model": {"fingerprint": ...}, "corpus_sha256": ..., "faiss": ...}``), so a
+    finished index is never replaced by mistake; ``overwrite`` replaces it. A partial build is always resumed or
+    restarted (build.json decides)."""
+    meta = read_manifest(root / META_NAME)
+    if meta is None or overwrite:
+        return
+    labels = {"corpus_sha256": "corpus sha256", "model fingerprint": "model"}
+    differences = []
+    for key, value in wanted.items():
+        have = meta.get(key)
+        if isinstance(value, Mapping) and isinstance(have, Mapping):
+            pairs = [(f"{key} {sub}", have.get(sub), v) for sub, v in value.items()]
+        else:
+            pairs = [(key, have, value)]
+        differences += [
+            f"{labels.get(name, name)} {old if old is not None else 'none'}, not {new}"
+            for name, old, new in pairs
+            if old != new
+        ]
+    if differences:
+        raise DataError(
+            "holds a complete index built from other inputs (" + "; ".join(differences[:3]) + ")",
+            root,
+            hint="give --overwrite to replace it, or another --output",
+        )
+
+
 def remove(root: Path, *names: str) -> None:
     """Delete these files of an index dir if present (a stale manifest must never outlive what it describes)."""
     for name in names:

@@ -16,36 +16,25 @@ import numpy as np
 
 from infembed.data.errors import SettingsError
 from infembed.data.jsonl import atomic_path
+from infembed.search.settings import DENSE_KINDS, IndexSettings
 from infembed.search.store import iter_shards, training_sample
 
-DENSE_KINDS = ("flat", "hnsw", "ivf")
 
-
-def faiss_settings(
-    kind: str,
-    count: int,
-    *,
-    hnsw_m: int = 32,
-    ef_construction: int = 200,
-    ef_search: int = 128,
-    nlist: int | None = None,
-    nprobe: int | None = None,
-) -> dict[str, Any]:
-    """The settings of a ``kind`` for a corpus of ``count`` documents, with its index_factory string."""
-    if kind == "flat":
+def faiss_settings(settings: IndexSettings, count: int) -> dict[str, Any]:
+    """The faiss side of ``settings`` for a corpus of ``count`` documents, with its index_factory string."""
+    if settings.kind == "flat":
         return {"factory": "Flat"}
-    if kind == "hnsw":
+    if settings.kind == "hnsw":
         return {
-            "factory": f"HNSW{hnsw_m},Flat",
-            "M": hnsw_m,
-            "ef_construction": ef_construction,
-            "ef_search": ef_search,
+            "factory": f"HNSW{settings.hnsw_m},Flat",
+            "M": settings.hnsw_m,
+            "ef_construction": settings.ef_construction,
+            "ef_search": settings.ef_search,
         }
-    if kind != "ivf":
-        raise SettingsError(f"kind must be one of {', '.join(DENSE_KINDS)}, got {kind!r}")
-    # faiss wants >= 39 training points per list; 4 * sqrt(n) lists is its usual starting point.
-    nlist = int(nlist or max(1, min(int(4 * np.sqrt(count)), count // 39)))
-    return {"factory": f"IVF{nlist},Flat", "nlist": nlist, "nprobe": int(nprobe or min(nlist, 32))}
+    if settings.kind != "ivf":
+        raise SettingsError(f"kind must be one of {', '.join(DENSE_KINDS)}, got {settings.kind!r}")
+    nlist = settings.ivf_lists(count)
+    return {"factory": f"IVF{nlist},Flat", "nlist": nlist, "nprobe": settings.ivf_probes(count)}
 
 
 def assemble(root: Path, dim: int, count: int, shards: int, settings: dict[str, Any]) -> Any:
