@@ -93,6 +93,11 @@ def test_search_arguments_checked(flat_index):
         flat_index.search("heat \udced", k=3)
     with pytest.raises(ValueError, match="instruction 2 holds a lone UTF-16 surrogate"):
         flat_index.search(["heat", "wings"], ["ok", "bad \ud800"], k=3)
+    # search-time tuning is checked before any model is loaded (--ef-search 0 used to start a server)
+    with pytest.raises(ValueError, match="ef_search must be a whole number >= 1; got 0"):
+        Index.load(flat_index.path, ef_search=0)
+    with pytest.raises(ValueError, match="nprobe must be a whole number >= 1; got -1"):
+        flat_index.set_search_params(nprobe=-1)
 
 
 class _Killed(RuntimeError):

@@ -47,6 +47,7 @@ from infembed.search.store import (
     read_manifest,
     shard_path,
 )
+from infembed.settings import check_number
 
 STORES = ("faiss", "milvus")
 
@@ -226,6 +227,8 @@ class Index(ExclusionSearch):
     ) -> Index:
         """Open an index dir. ``model`` (an InFEmbed, a model dir or name) must be the model the index was built
         with; None loads that model from the path recorded in index.json. A different model is refused."""
+        check_number("ef_search", ef_search, minimum=1, integer=True, optional=True)  # before any model loads
+        check_number("nprobe", nprobe, minimum=1, integer=True, optional=True)
         root = Path(path)
         meta = read_manifest(root / META_NAME)
         if meta is None:
@@ -286,6 +289,8 @@ class Index(ExclusionSearch):
     def set_search_params(self, *, ef_search: int | None = None, nprobe: int | None = None) -> None:
         """HNSW ``ef_search`` (candidates explored; higher = better recall, slower) and IVF ``nprobe`` (lists
         visited). Ignored for kinds they do not apply to."""
+        check_number("ef_search", ef_search, minimum=1, integer=True, optional=True)
+        check_number("nprobe", nprobe, minimum=1, integer=True, optional=True)
         if self.vectors is not None:
             self.vectors.set_search_params(ef_search=ef_search, nprobe=nprobe)
 
