@@ -336,6 +336,26 @@ EXCLUDING = [
     ("jazz history please, leave out smooth jazz", ["smooth jazz"], ["jazz"]),
     ("knee pain exercises, nothing involving weights", ["weights"], ["knee"]),
     ("phones with good cameras. no iphones", ["iphones"], ["cameras"]),
+    # modal negation of the item's content, conditions, elliptical predicates, "considered non-relevant" (session 5)
+    ("Documents should not mention nuclear power.", ["nuclear power"], []),
+    ("A relevant document must not discuss wind turbines.", ["wind turbines"], []),
+    ("Passages should not be about fiction.", ["fiction"], []),
+    ("Find papers that do not use deep learning.", ["deep learning"], ["papers"]),
+    ("The document must describe a clinical trial and must not be a review article.", ["review article"], ["clinical trial"]),
+    ("If a document talks about cats, it is not relevant.", ["cats"], []),
+    ("When a passage mentions football, it is irrelevant.", ["football"], []),
+    ("Documents are not relevant when they discuss tax law.", ["tax law"], []),
+    ("Articles are irrelevant if they only cover European markets.", ["European markets"], []),
+    ("A passage is relevant only if it does not mention prices.", ["prices"], []),
+    ("Documents describing laboratory tests are relevant. Documents describing field trials are not.",
+     ["field trials"], ["laboratory tests"]),
+    ("Studies with human subjects are relevant, but animal studies are not.", ["animal studies"], ["human subjects"]),
+    ("Lab results are relevant. Anecdotes aren't.", ["Anecdotes"], ["Lab results"]),
+    ("Documents mentioning Python 2 are considered non-relevant.", ["Python 2"], []),
+    ("Documents discussing climate policy in Asia are considered not relevant.", ["climate policy in Asia"], []),
+    ("Any mention of celebrities makes a document non-relevant.", ["celebrities"], []),
+    ("Any passage about vaccines for adults shouldn't be returned.", ["vaccines for adults"], []),
+    ("Relevant documents discuss solar panels without mentioning batteries.", ["batteries"], ["solar panels"]),
 ]
 
 PLAIN = [
@@ -370,4 +390,13 @@ PLAIN = [
     "Anything about the history of the Silk Road is relevant.",
     "Find passages that explain why the sky is blue.",
     "Documents must report results on at least one benchmark, not merely propose a method.",
+    # an exclusion of an absence is a requirement; modal negations that only loosen (session 5)
+    "Relevant articles describe the effects of tariffs. Articles that do not discuss trade are not relevant.",
+    "Documents without figures are irrelevant.",
+    "Documents should not only mention the drug but explain its mechanism.",
+    "Relevant documents do not need to mention the company by name.",
+    "Papers which do not report sample sizes may still be relevant.",
+    "Reports that don't include photos are also relevant.",
+    "Documents do not have to be recent.",
+    "Explain what this idiom means. Passages quoting the proverb 'faint heart never won' are welcome.",
 ]

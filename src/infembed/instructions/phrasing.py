@@ -35,14 +35,20 @@ NOT_WANTED = (
     r"(?:relevant|wanted|needed|useful|helpful|of interest|interesting|pertinent|appropriate|acceptable|desired|"
     r"required|applicable|in scope|within (?:the )?scope|on[- ]topic|what i(?:'m| am) (?:looking for|after)|"
     r"what we(?:'re| are) (?:looking for|after))"
-    r"|(?:irrelevant|off[- ]topic|out of scope|out[- ]of[- ]scope|outside (?:the |my |our )?(?:scope|focus|topic|remit)|"
+    r"|(?:(?:considered|deemed|judged|regarded as|treated as|counted as|classed as|classified as|marked(?: as)?|"
+    r"labell?ed(?: as)?|rated(?: as)?|"
+    r"(?:makes?|renders?)\s+(?:(?:a|the|any|that)\s+)?(?:documents?|passages?|results?|articles?|texts?|pages?|sources?|papers?))\s+)?"
+    r"(?:irrelevant|non[- ]?relevant|not relevant|off[- ]topic|out of scope|out[- ]of[- ]scope|outside (?:the |my |our )?(?:scope|focus|topic|remit)|"
     r"beyond (?:the |my |our )?scope|not in scope|unwanted|undesired|excluded|to be excluded|of no (?:interest|use|relevance)|"
     r"no good|unhelpful|not what i(?:'m| am) (?:looking for|after)|not what we(?:'re| am| are) (?:looking for|after)|"
     r"not what (?:i|we) (?:need|want|have in mind)|off[- ]limits|not needed|not wanted|"
     r"ruled out|disqualified|not applicable|inapplicable))"
 )
 PASSIVE_REMOVE = (
-    r"(?:should|must|shall|need to|needs to|can|may|will|are to|is to|ought to)\s+(?:not\s+be\s+"
+    r"(?:should|must|shall|need to|needs to|can|may|will|are to|is to|ought to)(?:\s+not\s+be\s+|n't\s+be\s+)"
+    r"(?:retrieved|returned|included|shown|listed|considered|counted|ranked|surfaced|recommended|used)"
+    r"|won't\s+be\s+(?:retrieved|returned|included|shown|listed|considered|counted|ranked|surfaced|recommended|used)"
+    r"|(?:should|must|shall|need to|needs to|can|may|will|are to|is to|ought to)\s+(?:not\s+be\s+"
     r"(?:retrieved|returned|included|shown|listed|considered|counted|ranked|surfaced|recommended|used)|be\s+"
     r"(?:excluded|ignored|left out|omitted|skipped|discarded|filtered out|dropped|removed|disregarded|avoided|"
     r"ranked (?:low|lower|last)|penali[sz]ed|rejected|set aside))"
@@ -77,7 +83,7 @@ NOT_EXCLUSION = re.compile(
     r"no more than|no less than|no later than|no earlier than|no longer than|not more than|not less than|"
     r"not older than|not earlier than|not later than|not exceed|no need to|not so much|not too|no doubt|"
     r"nothing else|not important|is not essential|are not essential|is not a requirement|are not a requirement|"
-    r"not a must|none of the requirements|is not critical|(?:are|is) still (?:relevant|fine|welcome|acceptable|ok|useful))\b",
+    r"not a must|none of the requirements|is not critical|(?:are|is) still (?:relevant|fine|welcome|acceptable|ok|useful)|(?:are|is|can be|may be|could be|might be|would be) (?:still |also |equally )+(?:relevant|fine|welcome|acceptable|useful))\b",
     re.IGNORECASE,
 )
 FILLER_HEAD = re.compile(
@@ -125,10 +131,10 @@ ABBREVIATIONS = (
 
 # ----------------------------------------------------------------------------------------- aspects
 DETERMINER = re.compile(
-    r"^(?:any|all|the|those|these|such|other|another|more|further|some|every|each)\s+", re.IGNORECASE
+    r"^(?:a|an|any|all|the|those|these|such|other|another|more|further|some|every|each)\s+", re.IGNORECASE
 )
 SUBJECT_HEAD = re.compile(
-    rf"^(?:(?:any|all|the|those|these|such|other|some|every|each)\s+)*(?:relevant\s+|retrieved\s+|similar\s+)?{ITEM}"
+    rf"^(?:(?:a|an|any|all|the|those|these|such|other|some|every|each)\s+)*(?:relevant\s+|retrieved\s+|similar\s+)?{ITEM}"
     rf"(?:\s*,)?(?:\s+(?:that|which|who|whose subject is|whose topic is|where))?"
     rf"(?:\s+(?:are|is|were|was))?"
     rf"(?:\s+(?:only|mainly|mostly|primarily|purely|solely|merely|exclusively|just|simply|largely|entirely|wholly))?"
@@ -185,10 +191,63 @@ TAIL_CUE = _compile(
     r"(?:,\s*|\s+|\s*[(\-–—]\s*)(?P<cue>but not|and not|not including|excluding|except for|except|"
     r"with the exception of|apart from|aside from|other than|save for|leaving out|ignoring|skipping|avoiding|minus|"
     r"without any|without(?! (?:regard|doubt|necessarily|exception|loss))|but nothing (?:on|about)|"
+    r"(?:and|but)\s+(?:must|should|shall|may|do|does|will)(?:\s+not|n't)\s+(?:be(?:\s+(?:about|on|related to))?|mention|"
+    r"discuss|describe|cover|address|focus on|talk about|deal with|concern|involve|include|contain|refer to)|"
     r"(?:pls|plz|please) no|(?:pls |plz |please )?(?:dont|don't|do not) (?:show(?: me)?|include|return|want|give me)|but no|though not|rather than|instead of|as opposed to|but please (?:skip|ignore|"
     r"exclude|avoid|leave out|omit|drop)|but (?:skip|ignore|exclude|avoid|leave out|omit|drop|don't include|do not include|"
     r"not interested in|i(?:'m| am) not interested in|i don't want|i do not want|please don't return|"
     r"don't return|do not return|don't show|do not show))\s+"
+)
+
+
+# the item must not have the aspect: "Documents should not mention X", "A relevant passage must not be about X",
+# "Find papers that do not discuss X" (keep: "Find papers")
+NOT_HAVE_VERB = (
+    r"(?:mention|discuss|describe|cover|address|focus|talk|concern|deal|treat|include|contain|involve|refer|relate|"
+    r"feature|report|present|explain|examine|analy[sz]e|study|cent(?:er|re)|revolve|rely|use|recommend|promote|"
+    r"be (?:about|on|related to|concerned with|focused on|centered on|centred on|based on|limited to)|have to do with)"
+)
+MUST_NOT = _compile(
+    rf"^(?P<subject>(?:.*?\s)?(?:{ITEM}|it|they))(?:,?\s+(?:that|which|who))?\s+"
+    r"(?:should|must|shall|ought to|may|need to|needs to|is to|are to|will|do|does|did)(?:\s+not|n't)\s+"
+    r"(?:ever\s+|even\s+|also\s+|at all\s+|in any way\s+)?"
+    rf"{NOT_HAVE_VERB}(?:\s+{LEAD_PREP})?\s+(?P<aspect>.+)$"
+)
+# a subject that is itself an absence ("Articles that do not discuss trade are not relevant", "Documents without
+# figures are irrelevant"): a requirement in disguise, not an exclusion of "trade"
+ABSENT_SUBJECT = _compile(
+    rf"^(?:(?:a|an|the|any|all|those|these|such|relevant)\s+)*(?:{ITEM}|ones)(?:\s*,)?\s+(?:(?:that|which|who)\s+"
+    r"(?:(?:do|does|did|are|is|were|was)(?:\s+not|n't)|lacks?|have no|has no|never)|not|without|lacking|missing|with no)\b"
+)
+# "A passage is relevant only if it (does not mention X)": nothing to keep before the condition
+RELEVANT_IF = _compile(
+    rf"^(?:(?:a|an|the|any|all|every|each|relevant)\s+)*(?:{ITEM}|it|they)\s+(?:is|are)\s+(?:only\s+)?"
+    r"(?:relevant|useful|wanted|acceptable)\s*,?\s*(?:only\s+)?(?:if|when|as long as|provided(?: that)?|so long as)"
+    r"\s+(?:it|they)$"
+)
+# the subject alone names the item ("A relevant document", "Documents", "They"): nothing to keep
+ITEM_ONLY = _compile(
+    rf"^(?:(?:a|an|the|any|all|every|each|relevant|retrieved|returned|such|these|those|good|useful)\s+)*(?:{ITEM}|it|they)$"
+)
+# elliptical, after a sentence that says what is relevant: "Documents on lab tests are relevant. Documents on
+# field trials are not." (only taken where the instruction already said "are relevant/wanted/of interest")
+ELLIPTIC = _compile(r"^(?P<aspect>.+?)\s+(?:are|is|were|was)(?:\s+not|n't)(?:\s+(?:relevant|either))?$")
+RELEVANT_SAID = _compile(
+    r"\b(?:are|is|were|was|be)\s+(?:also\s+|highly\s+|very\s+)?(?:relevant|wanted|of interest|useful|in scope|on[- ]topic)\b"
+)
+# "If a document talks about X, it is not relevant": the condition is the aspect
+CONDITION_SUBJECT = _compile(
+    r"^(?:if|when|whenever|where|once|in case)\s+(?P<condition>.+?),?\s+(?:then\s+)?(?:it|they|this|that)$"
+)
+# "Documents are not relevant if they mention X": the condition after a bare subject
+CONDITION_REST = _compile(
+    rf"^(?:if|when|whenever|where|once|in case|because|as)\s+(?:they|it)\s+(?:only\s+|mainly\s+|mostly\s+)?"
+    rf"(?:{VERB_LEAD}|are|is)(?:\s+{LEAD_PREP})?\s+(?P<aspect>.+)$"
+)
+# a gerund left at the head of an aspect ("without mentioning batteries")
+GERUND_HEAD = _compile(
+    r"^(?:mentioning|discussing|describing|covering|addressing|focusing on|talking about|dealing with|involving|"
+    r"referring to|including|featuring|concerning|relating to|touching on)\s+"
 )
 
 

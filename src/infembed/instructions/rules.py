@@ -12,17 +12,26 @@ import re
 from infembed.instructions.instruction import Instruction
 from infembed.instructions.phrasing import (
     ABBREVIATIONS,
+    ABSENT_SUBJECT,
     ASPECT_HEAD,
+    CONDITION_REST,
+    CONDITION_SUBJECT,
     CONTINUATION,
     DETERMINER,
+    ELLIPTIC,
     FILLER_HEAD,
     FIRST_PERSON,
+    GERUND_HEAD,
     IMPERATIVE,
     ITEM,
+    ITEM_ONLY,
+    MUST_NOT,
     NOT_BUT,
     NOT_EXCLUSION,
     NOT_RELEVANT_ARE,
     PREDICATE_FIRST,
+    RELEVANT_IF,
+    RELEVANT_SAID,
     SAME_CLAUSE_MORE,
     SHORT,
     SHORT_STOP,
@@ -78,6 +87,7 @@ def _clean_aspect(text: str) -> str:
         if aspect == before:
             break
     aspect = re.sub(r"^(?:with|on|about|of|in|for|to)\s+", "", aspect, flags=re.IGNORECASE)
+    aspect = GERUND_HEAD.sub("", aspect)
     aspect = re.sub(r"\s*[,(]\s*(?:or|and)?\s*$", "", aspect)
     return strip_end(TRAILING.sub("", aspect))
 
@@ -124,8 +134,9 @@ def _split_list(aspect: str) -> list[str]:
     return [p for p in cleaned if _is_aspect(p)]
 
 
-def _exclusion_of_clause(clause: str) -> tuple[str, list[str]] | None:
-    """``(kept text, aspects)`` when the clause excludes something, else None."""
+def _exclusion_of_clause(clause: str, context: str = "") -> tuple[str, list[str]] | None:
+    """``(kept text, aspects)`` when the clause excludes something, else None. ``context``: the instruction's
+    text before this clause (an elliptical "X are not." excludes only after something was said relevant)."""
     body = FILLER_HEAD.sub("", strip_end(clause)).strip()
     if not body:
         return None
@@ -155,12 +166,25 @@ def _exclusion_of_clause(clause: str) -> tuple[str, list[str]] | None:
             if m and aspects_of(m.group("aspect")):
                 return "", aspects_of(m.group("aspect"))
         m = SUBJECT_RULE.match(body)
+        if m and ITEM_ONLY.match(strip_end(m.group("aspect"))):
+            # "Documents are not relevant if they mention X": the condition holds the aspect
+            condition = CONDITION_REST.match((m.group("rest") or "").strip(" ,"))
+            if condition and not VERB_IN_ASPECT.search(condition.group("aspect")):
+                if aspects_of(condition.group("aspect")):
+                    return "", aspects_of(condition.group("aspect"))
         if m and not re.match(
             r"^(?:relevant )?(?:documents?|passages?|results?)$", strip_end(m.group("aspect")), re.IGNORECASE
         ):
             rest = (m.group("rest") or "").strip(" ,")
             # "X are not relevant unless/if Y": conditional; the aspect is still X
             aspect = m.group("aspect")
+            condition = CONDITION_SUBJECT.match(strip_end(aspect))
+            if condition:  # "If a document talks about X, it is not relevant"
+                aspect = condition.group("condition")
+            if ABSENT_SUBJECT.search(
+                aspect
+            ):  # "Articles that do not discuss X are not relevant": X is required
+                return None
             if aspects_of(aspect) and not re.match(
                 r"^(?:it|this|that|they|these|those)$", strip_end(aspect), re.IGNORECASE
             ):
@@ -183,6 +207,21 @@ def _exclusion_of_clause(clause: str) -> tuple[str, list[str]] | None:
             m = rule.match(body)
             if m and aspects_of(m.group("aspect")):
                 return "", aspects_of(m.group("aspect"))
+        m = MUST_NOT.match(body)
+        if m and not VERB_IN_ASPECT.search(m.group("aspect")) and aspects_of(m.group("aspect")):
+            subject = m.group("subject").strip(" ,")
+            return ("" if ITEM_ONLY.match(subject) or RELEVANT_IF.match(subject) else subject), aspects_of(
+                m.group("aspect")
+            )
+        m = ELLIPTIC.match(body)
+        if (
+            m
+            and RELEVANT_SAID.search(context)
+            and not VERB_IN_ASPECT.search(m.group("aspect"))
+            and not ITEM_ONLY.match(strip_end(m.group("aspect")))
+            and aspects_of(m.group("aspect"))
+        ):
+            return "", aspects_of(m.group("aspect"))
         m = NOT_BUT.match(body)
         if m and aspects_of(m.group("aspect")):
             return m.group("keep").strip(" ,"), aspects_of(m.group("aspect"))
@@ -241,12 +280,14 @@ def rules_split(text: str) -> Instruction:
     exclude: list[str] = []
     guards: list[str] = []
     previous_excluded = False
+    said: list[str] = []  # the instruction so far
     for sentence in _sentences(text):
         sentence_keep: list[str] = []
         sentence_excluded = False
         first_new = len(exclude)
         for clause in _clauses(sentence):
-            found = _exclusion_of_clause(clause)
+            found = _exclusion_of_clause(clause, " ".join(said))
+            said.append(clause)
             if found is None and previous_excluded:
                 m = CONTINUATION.match(strip_end(clause))
                 if m and not VERB_IN_ASPECT.search(m.group("aspect")) and _split_list(m.group("aspect")):
