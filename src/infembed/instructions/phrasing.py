@@ -41,12 +41,33 @@ NOT_WANTED = (
     r"(?:irrelevant|non[- ]?relevant|not relevant|off[- ]topic|out of scope|out[- ]of[- ]scope|outside (?:the |my |our )?(?:scope|focus|topic|remit)|"
     r"beyond (?:the |my |our )?scope|not in scope|unwanted|undesired|excluded|to be excluded|of no (?:interest|use|relevance)|"
     r"no good|unhelpful|not what i(?:'m| am) (?:looking for|after)|not what we(?:'re| am| are) (?:looking for|after)|"
-    r"not what (?:i|we) (?:need|want|have in mind)|off[- ]limits|not needed|not wanted|"
-    r"ruled out|disqualified|not applicable|inapplicable))"
+    r"not what (?:i|we|the user|users|the searcher|the requester|the reader|the client|they|he|she)(?:'re| are| is| am)?\s+"
+    r"(?:need|needs|want|wants|have in mind|has in mind|looking for|after|seeking|asking for|asked for)|off[- ]limits|"
+    r"not needed|not wanted|"
+    r"not (?:a |the )?part of (?:this|the|my|our|the user's) (?:topic|search|query|request|scope|question|interest|review)|"
+    r"(?:falls?|lies?|sits?|is|are)\s+outside (?:of )?(?:the |my |our |this |the user's |their )?(?:scope|focus|topic|remit|"
+    r"interests?|area of interest|request)|"
+    r"(?:won't|will not|wouldn't|would not|do not|don't|does not|doesn't|cannot|can't)\s+help(?:\s+(?:me|us|the user|here))?|"
+    r"(?:of )?no (?:help|use|value)(?: (?:to|for) (?:me|us|the user))?|"
+    r"(?:something|stuff|things|material|ground|what)?\s*(?:i|we|the user)(?:'ve| have| has)\s+(?:already\s+)?"
+    r"(?:covered|read|seen|reviewed|studied|searched|tried|looked at)\s+already|"
+    r"(?:something|stuff|things|material|ground|what)?\s*(?:i|we|the user)(?:'ve| have| has)\s+already\s+"
+    r"(?:covered|read|seen|reviewed|studied|searched|tried|looked at)|"
+    r"ruled out|disqualified|not applicable|inapplicable|unsuitable|not suitable|inappropriate|unacceptable|"
+    r"unsatisfactory|not pertinent|not germane|immaterial|extraneous|"
+    r"(?:get|gets|receive|receives|score|scores|deserve|deserves)\s+(?:a\s+)?(?:score of\s+|rating of\s+|grade of\s+)?"
+    r"(?:zero|0|no credit|no points|the lowest (?:score|grade|rating))|"
+    r"(?:do|does|did|will|would)(?:\s+not|n't)\s+(?:satisfy|meet|fulfil|fulfill|answer|address|serve|match)\s+(?:the|this|my|our|"
+    r"the user's)\s+(?:request|criteria|need|needs|query|question|information need|requirements?|purpose)|"
+    r"fails?\s+(?:to\s+(?:meet|satisfy)\s+)?(?:the|these|our|my)\s+(?:criteria|request|requirements?|test)|"
+    r"(?:disqualif(?:y|ies)|rules? out|invalidates?)\s+(?:a|the|any|that)\s+(?:documents?|passages?|results?|articles?|"
+    r"texts?|pages?|sources?|papers?|studies|study|reports?)))"
 )
 PASSIVE_REMOVE = (
     r"(?:should|must|shall|need to|needs to|can|may|will|are to|is to|ought to)(?:\s+not\s+be\s+|n't\s+be\s+)"
     r"(?:retrieved|returned|included|shown|listed|considered|counted|ranked|surfaced|recommended|used)"
+    r"|(?:are|is)\s+not\s+to\s+be\s+(?:retrieved|returned|included|shown|listed|considered|counted|ranked|surfaced|"
+    r"recommended|used)"
     r"|won't\s+be\s+(?:retrieved|returned|included|shown|listed|considered|counted|ranked|surfaced|recommended|used)"
     r"|(?:should|must|shall|need to|needs to|can|may|will|are to|is to|ought to)\s+(?:not\s+be\s+"
     r"(?:retrieved|returned|included|shown|listed|considered|counted|ranked|surfaced|recommended|used)|be\s+"
@@ -57,7 +78,9 @@ PASSIVE_REMOVE = (
 REMOVE_VERB = (
     r"(?:ignore|skip|leave out|leave aside|avoid|exclude|rule out|filter out|omit|drop|discard|disregard|remove|"
     r"eliminate|set aside|pass over|steer clear of|stay away from|forget about|forget|throw out|weed out|screen out|"
-    r"cut out|strip out|take out|don't bother with|do not bother with|no need for|spare me)"
+    r"cut out|strip out|take out|don't bother with|do not bother with|no need for|spare me|keep away from|"
+    r"stay clear of|keep clear of|steer away from|shy away from|hold off on|don't give me|do not give me|"
+    r"don't send me|do not send me|don't show me|do not show me)"
 )
 DONT_RETURN = (
     r"(?:do not|don't|dont|never|please do not|please don't|you should not|you shouldn't|we do not|we don't)\s+"
@@ -74,16 +97,24 @@ NOT_INTERESTED = (
     r"|(?:i|we)\s+(?:have no (?:interest|use) (?:in|for)|am uninterested in|are uninterested in|dislike|hate)"
     r"|(?:i'd|i would|we'd|we would|i'd much|i would much)\s+(?:much\s+)?rather not\s+(?:see|get|read|have|hear about|be shown)"
     r"|no interest in|not interested in|uninterested in"
+    r"|(?:the (?:user|searcher|requester|requestor|reader|client|customer|patient|researcher|analyst|student)|users|they|he|she)"
+    r"\s+(?:(?:has|have)\s+no\s+(?:interest|use)\s+(?:in|for)|(?:does not|doesn't|do not|don't)\s+(?:want|need|care about|"
+    r"care for|wish to see|want to see|want to read|want anything (?:about|on))|(?:is|are)\s+not\s+(?:interested in|looking for|"
+    r"after|concerned with|asking about|seeking))"
 )
 # negations that do not exclude anything
 NOT_EXCLUSION = re.compile(
     r"\b(?:need(?:s)? not|needn't|do(?:es)? not (?:have|need) to|don't (?:have|need) to|not necessarily|not only|"
     r"not just|not merely|not limited to|(?:does|do|did) not matter|doesn't matter|don't matter|no matter|"
-    r"whether or not|not required to|not strictly|not always|not all|cannot|can not|can't|not sure|not yet|"
+    r"whether or not|(?:may|might|can|could|do|does|will|would) or (?:may|might|can|could|do|does|will|would)(?:\s+not|n't)|"
+    r"not required to|not strictly|not always|not all|"
+    r"(?:cannot|can not|can't)(?!\s+(?:ever\s+)?(?:mention|discuss|describe|cover|address|focus|talk|concern|deal|treat|include|"
+    r"contain|involve|refer|relate|feature|be about|be on|be related|be focused|be concerned|rely))|not sure|not yet|"
     r"no more than|no less than|no later than|no earlier than|no longer than|not more than|not less than|"
     r"not older than|not earlier than|not later than|not exceed|no need to|not so much|not too|no doubt|"
     r"nothing else|not important|is not essential|are not essential|is not a requirement|are not a requirement|"
-    r"not a must|none of the requirements|is not critical|(?:are|is) still (?:relevant|fine|welcome|acceptable|ok|useful)|(?:are|is|can be|may be|could be|might be|would be) (?:still |also |equally )+(?:relevant|fine|welcome|acceptable|useful))\b",
+    r"not a must|none of the requirements|(?:but )?not (?:required|necessary|essential|mandatory|obligatory|compulsory)|"
+    r"optional|is not critical|(?:are|is) still (?:relevant|fine|welcome|acceptable|ok|useful)|(?:are|is|can be|may be|could be|might be|would be) (?:still |also |equally )+(?:relevant|fine|welcome|acceptable|useful))\b",
     re.IGNORECASE,
 )
 FILLER_HEAD = re.compile(
@@ -182,15 +213,17 @@ FIRST_PERSON = _compile(rf"^(?:{NOT_INTERESTED})\s+(?P<aspect>.+)$")
 SHORT = _compile(
     r"^(?:no|nothing|none|not|nor|neither|never|without|excluding|except|except for|minus|sans|but not|and not|"
     r"not any|zero)\b\s*(?:on|about|regarding|concerning|related to|relating to|to do with|of|from|that (?:is|are) about|"
-    r"dealing with|involving)?\s*(?P<aspect>.+)$"
+    r"dealing with|involving)?\b\s*(?P<aspect>.+)$"
 )
 # an exclusion inside a longer clause: "..., but not X", "..., excluding X", "... except X"
 # Found with finditer (the first cue after a word), not one anchored regex: ".*?" before and after an alternation
 # backtracks quadratically on long clauses ("a, a, a, ..." of 15,000 characters took 21 s).
 TAIL_CUE = _compile(
     r"(?:,\s*|\s+|\s*[(\-–—]\s*)(?P<cue>but not|and not|not including|excluding|except for|except|"
-    r"with the exception of|apart from|aside from|other than|save for|leaving out|ignoring|skipping|avoiding|minus|"
-    r"without any|without(?! (?:regard|doubt|necessarily|exception|loss))|but nothing (?:on|about)|"
+    r"with the exception of|apart from|aside from|other than|save for|leaving out|leaving aside|setting aside|"
+    r"putting aside|disregarding|omitting|barring|not counting|excepting|ignoring|skipping|avoiding|minus|"
+    r"and (?:please )?(?:keep away from|stay away from|steer clear of|avoid|skip|ignore|exclude|leave out|omit|drop)|"
+    r"without any|(?<!with or )(?<!and/or )without(?! (?:regard|doubt|necessarily|exception|loss))|but nothing (?:on|about)|"
     r"(?:and|but)\s+(?:must|should|shall|may|do|does|will)(?:\s+not|n't)\s+(?:be(?:\s+(?:about|on|related to))?|mention|"
     r"discuss|describe|cover|address|focus on|talk about|deal with|concern|involve|include|contain|refer to)|"
     r"(?:pls|plz|please) no|(?:pls |plz |please )?(?:dont|don't|do not) (?:show(?: me)?|include|return|want|give me)|but no|though not|rather than|instead of|as opposed to|but please (?:skip|ignore|"
@@ -205,11 +238,13 @@ TAIL_CUE = _compile(
 NOT_HAVE_VERB = (
     r"(?:mention|discuss|describe|cover|address|focus|talk|concern|deal|treat|include|contain|involve|refer|relate|"
     r"feature|report|present|explain|examine|analy[sz]e|study|cent(?:er|re)|revolve|rely|use|recommend|promote|"
-    r"be (?:about|on|related to|concerned with|focused on|centered on|centred on|based on|limited to)|have to do with)"
+    r"be (?:about|on|related to|concerned with|focused on|centered on|centred on|based on|limited to)|have to do with|"
+    r"be(?=\s+(?:a|an|any|just|merely|only|simply|primarily|mainly|purely)\b))"
 )
 MUST_NOT = _compile(
-    rf"^(?P<subject>(?:.*?\s)?(?:{ITEM}|it|they))(?:,?\s+(?:that|which|who))?\s+"
-    r"(?:should|must|shall|ought to|may|need to|needs to|is to|are to|will|do|does|did)(?:\s+not|n't)\s+"
+    r"^(?P<subject>(?:[\w'’-]+\s+){0,7}?[\w'’-]+)(?:,?\s+(?:that|which|who))?\s+"
+    r"(?:(?:should|must|shall|may|need to|needs to|is to|are to|will|do|does|did|can)(?:\s+not|n't|\s+never)"
+    r"|ought(?:\s+not|n't)(?:\s+to)?|ought never to|cannot|can not|won't)\s+"
     r"(?:ever\s+|even\s+|also\s+|at all\s+|in any way\s+)?"
     rf"{NOT_HAVE_VERB}(?:\s+{LEAD_PREP})?\s+(?P<aspect>.+)$"
 )
@@ -224,6 +259,54 @@ RELEVANT_IF = _compile(
     rf"^(?:(?:a|an|the|any|all|every|each|relevant)\s+)*(?:{ITEM}|it|they)\s+(?:is|are)\s+(?:only\s+)?"
     r"(?:relevant|useful|wanted|acceptable)\s*,?\s*(?:only\s+)?(?:if|when|as long as|provided(?: that)?|so long as)"
     r"\s+(?:it|they)$"
+)
+# the item is told to leave something out: "Results should avoid X", "The answer must exclude X"
+MUST_AVOID = _compile(
+    r"^(?P<subject>(?:[\w'’-]+\s+){0,5}?[\w'’-]+)\s+(?:should|must|shall|ought to|need to|needs to|are to|is to|will|"
+    r"have to|has to)\s+(?:avoid|exclude|omit|skip|leave out|steer clear of|stay away from|keep away from|ignore|"
+    r"disregard|stay clear of)\s+(?P<aspect>.+)$"
+)
+# "If a patent is mainly about X, reject it" / "Where a protocol relies on X, treat it as not relevant"
+CONDITION_THEN_DROP = _compile(
+    r"^(?:if|when|whenever|where|in case|should)\s+(?P<condition>.+?),\s*(?:then\s+)?(?:please\s+)?"
+    r"(?:(?:reject|drop|discard|ignore|skip|exclude|remove|omit|disregard|penali[sz]e|downrank|demote|filter out|"
+    r"leave out|throw out|rule out|dismiss)\s+(?:it|them|that one|those|this one|such (?:documents|passages|results|pages|"
+    r"ones))(?:\s+out)?|(?:treat|consider|mark|count|rate|judge|label|regard)\s+(?:it|them)\s+(?:as\s+)?"
+    r"(?:not relevant|irrelevant|non[- ]?relevant|off[- ]topic|out of scope|unsuitable)|"
+    r"(?:it|they)\s+(?:should|must|will|can)\s+be\s+(?:rejected|dropped|discarded|ignored|skipped|excluded|removed|"
+    r"omitted|disregarded|penali[sz]ed|ranked low|filtered out|dismissed))$"
+)
+# the aspect inside a condition: "a patent is mainly about X", "the page talks about X", "a protocol relies on X"
+CONDITION_CONTENT = _compile(
+    rf"^(?:(?:a|an|the|any|this|that|such a|some)\s+)?(?:[\w-]+\s+){{0,2}}?(?:(?:is|are)\s+(?:\w+ly\s+)?"
+    rf"(?:about|on|concerned with|focused on|devoted to|centered on|centred on|related to|based on)|(?:\w+ly\s+)?"
+    rf"(?:{VERB_LEAD}|concentrates?|dwells?|touch(?:es)?|depends?|draws?)(?:\s+{LEAD_PREP})?)\s+(?P<aspect>.+)$"
+)
+# an aside after the aspect: "matplotlib, I already know it", "crypto, since we covered it"
+ASIDE_TAIL = re.compile(
+    r"\s*[,(]\s*(?:i|we|i'm|i've|i already|we already|since|because|as i|as we|as the user|"
+    r"(?:which|that|who) (?:i|we|the user|users|they|you|he|she))\b.*$",
+    re.IGNORECASE,
+)
+# a verdict on the previous short sentence: "crypto? not interested." / "Reviews: skip."
+VERDICT_ALONE = _compile(
+    r"^(?:not interested|no thanks|no thank you|not relevant|irrelevant|not needed|not wanted|skip(?: it| that| those)?|"
+    r"pass|nope|no|not for me|don't care|do not care|don't need (?:it|that|those)|not useful)$"
+)
+# "I find X unhelpful", "We consider X irrelevant", "The user regards X as off-topic"
+FIND_VERDICT = _compile(
+    r"^(?:personally,?\s+)?(?:i|we|the user|users|they)\s+(?:find|consider|deem|regard|judge|think of|see)\s+(?P<aspect>.+?)\s+"
+    r"(?:as\s+)?(?:unhelpful|useless|irrelevant|not relevant|non[- ]?relevant|not useful|not helpful|uninteresting|off[- ]topic|"
+    r"pointless|unreliable|a waste of time|out of scope)(?P<rest>\b.*)?$"
+)
+# a parenthetical that excludes: "(kinetic impactors aside)", "(but not cases involving oil pollution)"
+PAREN_ASIDE = _compile(
+    r"^(?P<aspect>.+?)\s+(?:aside|excluded|not included|set aside|left out|omitted|not wanted|not needed|not relevant)$"
+)
+# after a verdict, where it holds: "excluded from this topic, as are ..."
+VERDICT_SCOPE = _compile(
+    r"^(?:from|for|to|in|of)\s+(?:this|the|my|our|these|the user's)\s+(?:topic|search|query|results?|request|review|"
+    r"question|purpose|task|study|list|assessment|information need)\b[\s,]*"
 )
 # the subject alone names the item ("A relevant document", "Documents", "They"): nothing to keep
 ITEM_ONLY = _compile(
@@ -247,7 +330,8 @@ CONDITION_REST = _compile(
 # a gerund left at the head of an aspect ("without mentioning batteries")
 GERUND_HEAD = _compile(
     r"^(?:mentioning|discussing|describing|covering|addressing|focusing on|talking about|dealing with|involving|"
-    r"referring to|including|featuring|concerning|relating to|touching on)\s+"
+    r"referring to|including|featuring|concerning|relating to|touching on|relying(?: only| solely| mainly)? on|"
+    r"based(?: only| solely| mainly)? on|using)\s+"
 )
 
 
@@ -255,7 +339,8 @@ GERUND_HEAD = _compile(
 NOT_BUT = _compile(r"^not\s+(?P<aspect>[^,;]+?),?\s+but(?: rather)?\s+(?P<keep>.+)$")
 # a list continued in the same clause: "X is not relevant, as is Y / and so are Y / nor are Y"
 SAME_CLAUSE_MORE = _compile(
-    r"^,?\s*(?:as (?:is|are|do|does)|and so (?:is|are|do|does)|nor (?:is|are|do|does)|and neither (?:is|are)|"
+    r"^,?\s*(?:as (?:is|are|do|does|should|must|would|will)|and so (?:is|are|do|does|should|must|would|will)|"
+    r"nor (?:is|are|do|does|should|must)|and neither (?:is|are|should|must)|as should|"
     r"as are|and the same (?:goes )?for|and likewise|and also|and)\s+(?P<aspect>.+?)(?:,?\s+(?:either|too|as well))?$"
 )
 # list continued: "Also X." after an exclusion sentence

@@ -13,22 +13,28 @@ from infembed.instructions.instruction import Instruction
 from infembed.instructions.phrasing import (
     ABBREVIATIONS,
     ABSENT_SUBJECT,
+    ASIDE_TAIL,
     ASPECT_HEAD,
+    CONDITION_CONTENT,
     CONDITION_REST,
     CONDITION_SUBJECT,
+    CONDITION_THEN_DROP,
     CONTINUATION,
     DETERMINER,
     ELLIPTIC,
     FILLER_HEAD,
+    FIND_VERDICT,
     FIRST_PERSON,
     GERUND_HEAD,
     IMPERATIVE,
     ITEM,
     ITEM_ONLY,
+    MUST_AVOID,
     MUST_NOT,
     NOT_BUT,
     NOT_EXCLUSION,
     NOT_RELEVANT_ARE,
+    PAREN_ASIDE,
     PREDICATE_FIRST,
     RELEVANT_IF,
     RELEVANT_SAID,
@@ -40,6 +46,8 @@ from infembed.instructions.phrasing import (
     TAIL_CUE,
     TRAILING,
     VERB_IN_ASPECT,
+    VERDICT_ALONE,
+    VERDICT_SCOPE,
 )
 
 
@@ -49,7 +57,7 @@ def _sentences(text: str) -> list[str]:
     masked = text
     for i, abbr in enumerate(ABBREVIATIONS):
         masked = re.sub(
-            re.escape(abbr),
+            r"(?<![\w.])" + re.escape(abbr),
             lambda m, i=i: f"\x00{i}\x00" + "_" * (len(m.group(0)) - len(str(i)) - 2),
             masked,
             flags=re.IGNORECASE,
@@ -75,6 +83,7 @@ def strip_end(text: str) -> str:
 def _clean_aspect(text: str) -> str:
     """The excluded aspect as a short standalone text: no item nouns, determiners, fillers or end punctuation."""
     aspect = strip_end(text)
+    aspect = ASIDE_TAIL.sub("", aspect)
     aspect = TRAILING.sub("", aspect)
     aspect = FILLER_HEAD.sub("", aspect)
     for _ in range(3):
@@ -108,10 +117,27 @@ class _TailMatch:
         return self._groups[name]
 
 
+def _quoted_spans(text: str) -> list[tuple[int, int]]:
+    """Where quoted text lies ("...", “...”, '...' between word boundaries): a title or slogan quoted in an
+    instruction ("'no taxation without representation'") is not the user's own exclusion."""
+    spans = [m.span() for m in re.finditer(r'"[^"]*"|“[^”]*”|‘[^’]*’', text)]
+    spans += [m.span() for m in re.finditer(r"(?<![\w])'[^']+'(?![\w])", text)]
+    return spans
+
+
+def _condition_aspect(condition: str) -> str:
+    """The content of a condition: "a patent is mainly about X" / "the page talks about X" -> X."""
+    m = CONDITION_CONTENT.match(condition.strip())
+    return m.group("aspect") if m else condition
+
+
 def _tail_match(body: str) -> _TailMatch | None:
     """``keep <cue> aspect`` at the first cue that follows a word and is followed by a parenthesis-free aspect
-    (a trailing ")" allowed)."""
+    (a trailing ")" allowed), outside quotes."""
+    quoted = _quoted_spans(body)
     for m in TAIL_CUE.finditer(body):
+        if any(lo <= m.start() < hi for lo, hi in quoted):
+            continue
         keep, aspect = body[: m.start()], body[m.end() :]
         if aspect.endswith(")"):
             aspect = aspect[:-1]
@@ -165,7 +191,12 @@ def _exclusion_of_clause(clause: str, context: str = "") -> tuple[str, list[str]
             m = rule.match(body)
             if m and aspects_of(m.group("aspect")):
                 return "", aspects_of(m.group("aspect"))
+        m = FIND_VERDICT.match(body)  # "I find X unhelpful": before the subject rule, whose subject would be "I find X"
+        if m and aspects_of(m.group("aspect")):
+            return "", aspects_of(m.group("aspect"))
         m = SUBJECT_RULE.match(body)
+        if m and re.search(r"\b(?:which|that|who|whom)\s*$", m.group("aspect"), re.IGNORECASE):
+            m = None  # the verdict belongs to a relative clause ("..., which the user has already searched")
         if m and ITEM_ONLY.match(strip_end(m.group("aspect"))):
             # "Documents are not relevant if they mention X": the condition holds the aspect
             condition = CONDITION_REST.match((m.group("rest") or "").strip(" ,"))
@@ -175,12 +206,12 @@ def _exclusion_of_clause(clause: str, context: str = "") -> tuple[str, list[str]
         if m and not re.match(
             r"^(?:relevant )?(?:documents?|passages?|results?)$", strip_end(m.group("aspect")), re.IGNORECASE
         ):
-            rest = (m.group("rest") or "").strip(" ,")
+            rest = VERDICT_SCOPE.sub("", (m.group("rest") or "").strip(" ,")).strip(" ,")
             # "X are not relevant unless/if Y": conditional; the aspect is still X
             aspect = m.group("aspect")
             condition = CONDITION_SUBJECT.match(strip_end(aspect))
             if condition:  # "If a document talks about X, it is not relevant"
-                aspect = condition.group("condition")
+                aspect = _condition_aspect(condition.group("condition"))
             if ABSENT_SUBJECT.search(
                 aspect
             ):  # "Articles that do not discuss X are not relevant": X is required
@@ -207,6 +238,10 @@ def _exclusion_of_clause(clause: str, context: str = "") -> tuple[str, list[str]
             m = rule.match(body)
             if m and aspects_of(m.group("aspect")):
                 return "", aspects_of(m.group("aspect"))
+        m = MUST_AVOID.match(body)
+        if m and not VERB_IN_ASPECT.search(m.group("aspect")) and aspects_of(m.group("aspect")):
+            subject = m.group("subject").strip(" ,")
+            return ("" if ITEM_ONLY.match(subject) else subject), aspects_of(m.group("aspect"))
         m = MUST_NOT.match(body)
         if m and not VERB_IN_ASPECT.search(m.group("aspect")) and aspects_of(m.group("aspect")):
             subject = m.group("subject").strip(" ,")
@@ -258,21 +293,70 @@ def _exclusion_of_clause(clause: str, context: str = "") -> tuple[str, list[str]
     return None
 
 
+_CLAUSE_BOUNDARY = re.compile(
+    r"\s*;\s*|,\s*(?=(?:but|however|though|while|whereas|yet)\s+(?!not\b|no\b|nothing\b|also\b))"
+    r"|(?:(?<=relevant)|(?<=wanted)|(?<=of interest)|(?<=useful)),\s*and\s+(?=(?:documents?|passages?|articles?|papers?|"
+    r"results?|studies|those|anything|any)\s+(?:that|which|on|about|dealing|describing|discussing|treating|with|in)\b)"
+    r"|,\s*(?=(?:no|not|nothing|none|never|ignore|skip|leave out|exclude|excluding|avoid|omit|drop|disregard|"
+    r"except|please (?:don't|do not|skip|ignore|exclude|leave out|omit))\b)"
+    r"|\s*\((?=(?:not|no|excluding|except|but not)\b)|\s+-\s+|\s+—\s+",
+    re.IGNORECASE,
+)
+
+
 def _clauses(sentence: str) -> list[str]:
-    """A sentence's clauses: split at ';' and at ', but' / ', while' / ', and I ...' boundaries."""
-    parts = re.split(
-        r"\s*;\s*|,\s*(?=(?:but|however|though|while|whereas|yet)\s+(?!not\b|no\b|nothing\b|also\b))"
-        r"|,\s*(?=(?:no|not|nothing|none|never|ignore|skip|leave out|exclude|excluding|avoid|omit|drop|disregard|"
-        r"except|please (?:don't|do not|skip|ignore|exclude|leave out|omit))\b)"
-        r"|\s*\((?=(?:not|no|excluding|except|but not)\b)|\s+-\s+|\s+—\s+",
-        sentence,
-        flags=re.IGNORECASE,
-    )
+    """A sentence's clauses: split at ';' and at ', but' / ', while' / ', and I ...' boundaries, never inside
+    quotes (a title such as 'No Woman, No Cry' is one piece of the sentence)."""
+    quoted = _quoted_spans(sentence)
+    parts, start = [], 0
+    for m in _CLAUSE_BOUNDARY.finditer(sentence):
+        if m.end() == m.start() or any(lo <= m.start() < hi for lo, hi in quoted):
+            continue
+        parts.append(sentence[start : m.start()])
+        start = m.end()
+    parts.append(sentence[start:])
     return [
         p.strip().rstrip(")").strip() if p.strip().endswith(")") and "(" not in p else p
         for p in parts
         if p and p.strip()
     ]
+
+
+def _condition_then_drop(piece: str) -> list[str]:
+    """The aspects of "If a patent is mainly about X, reject it" (one sentence or ';' piece), else []."""
+    whole = strip_end(piece)
+    dropped = CONDITION_THEN_DROP.match(whole)
+    if not dropped or NOT_EXCLUSION.search(whole):
+        return []
+    aspects = _split_list(_condition_aspect(dropped.group("condition")))
+    return [] if VERB_IN_ASPECT.search(" ".join(aspects)) else aspects
+
+
+def _parenthetical_exclusions(sentence: str) -> tuple[str, list[str]]:
+    """Exclusions said in parentheses ("(kinetic impactors aside)", "(but not cases involving oil pollution)"):
+    their aspects, and the sentence without them."""
+    aspects: list[str] = []
+
+    def take(m: re.Match[str]) -> str:
+        inner = m.group(1).strip()
+        found = _exclusion_of_clause(inner)
+        aside = PAREN_ASIDE.match(strip_end(inner))
+        if found is None and aside and not VERB_IN_ASPECT.search(aside.group("aspect")):
+            found = ("", _split_list(aside.group("aspect")))
+        if found is None or found[0] or not found[1]:
+            return m.group(0)
+        aspects.extend(found[1])
+        return ""
+
+    rest = re.sub(r"\s*\(([^()]{1,200})\)", take, sentence)
+    return (re.sub(r"\s+([,.;:!?])", r"\1", rest).strip() if aspects else sentence), aspects
+
+
+def _add_aspects(exclude: list[str], guards: list[str], aspects: list[str]) -> None:
+    for aspect in aspects:
+        if aspect.lower() not in {e.lower() for e in exclude}:
+            exclude.append(aspect)
+            guards.append("")
 
 
 def rules_split(text: str) -> Instruction:
@@ -281,10 +365,41 @@ def rules_split(text: str) -> Instruction:
     guards: list[str] = []
     previous_excluded = False
     said: list[str] = []  # the instruction so far
+    previous_sentence = ""
     for sentence in _sentences(text):
         sentence_keep: list[str] = []
         sentence_excluded = False
         first_new = len(exclude)
+        sentence, aside = _parenthetical_exclusions(sentence)
+        _add_aspects(exclude, guards, aside)
+        pieces = re.split(r"\s*;\s*", sentence)
+        dropped = [_condition_then_drop(piece) for piece in pieces]  # "If a patent is mainly about X, reject it."
+        if any(dropped):
+            for aspects in dropped:
+                _add_aspects(exclude, guards, aspects or [])
+            sentence = "; ".join(piece for piece, aspects in zip(pieces, dropped) if not aspects)
+            if not sentence.strip(" .;"):
+                said.append(sentence)
+                previous_excluded, previous_sentence = True, sentence
+                continue
+            sentence_excluded = True
+        whole = strip_end(sentence)
+        # a verdict on the previous short sentence: "crypto? not interested."
+        if (
+            VERDICT_ALONE.match(whole)
+            and re.search(r"[?:]\s*$", previous_sentence)
+            and len(previous_sentence.split()) <= 6
+            and keep_parts
+            and keep_parts[-1] == previous_sentence.strip()
+        ):
+            aspects = _split_list(previous_sentence.rstrip(" ?:"))
+            if aspects:
+                keep_parts.pop()
+                _add_aspects(exclude, guards, aspects)
+                said.append(sentence)
+                previous_excluded, previous_sentence = True, sentence
+                continue
+        previous_sentence = sentence
         for clause in _clauses(sentence):
             found = _exclusion_of_clause(clause, " ".join(said))
             said.append(clause)
@@ -297,10 +412,7 @@ def rules_split(text: str) -> Instruction:
                 previous_excluded = False
                 continue
             kept, aspects = found
-            for aspect in aspects:
-                if aspect.lower() not in {e.lower() for e in exclude}:
-                    exclude.append(aspect)
-                    guards.append("")
+            _add_aspects(exclude, guards, aspects)
             if kept:
                 sentence_keep.append(kept)
             sentence_excluded = previous_excluded = True
