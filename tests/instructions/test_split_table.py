@@ -15,7 +15,14 @@ import re
 
 import pytest
 from phrasings import EXCLUDING, NEGATIVE, PLAIN, POSITIVE, Case
-from phrasings_blind import BLIND_1_PLAIN, BLIND_1_POSITIVE, BLIND_2_PLAIN, BLIND_2_POSITIVE
+from phrasings_blind import (
+    BLIND_1_PLAIN,
+    BLIND_1_POSITIVE,
+    BLIND_2_PLAIN,
+    BLIND_2_POSITIVE,
+    BLIND_3_PLAIN,
+    BLIND_3_POSITIVE,
+)
 
 instructions = pytest.importorskip("infembed.instructions")
 Instruction, split_instruction = instructions.Instruction, instructions.split_instruction
@@ -166,13 +173,17 @@ def test_guard_is_the_positive_requirement_of_the_same_sentence():
     assert "axial turbines are relevant" in split.keep and "radial" not in split.keep
 
 
-# "learning without labels" names a topic (self-supervised learning), yet reads like "recipes without nuts"; the
-# rules cannot tell them apart, so it stays a known false exclusion rather than a rule written for one sentence.
+# "learning without labels" and "children raised without access to broadband" name topics, yet read like "recipes
+# without nuts"; the rules cannot tell them apart, so each stays a known false exclusion (one per table at most)
+# rather than a rule written for one sentence.
 KNOWN_BLIND_FALSE_EXCLUSIONS = 1
 
 
-@pytest.mark.parametrize(("positive", "plain"), [(BLIND_1_POSITIVE, BLIND_1_PLAIN), (BLIND_2_POSITIVE, BLIND_2_PLAIN)],
-                         ids=["blind-1", "blind-2"])
+@pytest.mark.parametrize(
+    ("positive", "plain"),
+    [(BLIND_1_POSITIVE, BLIND_1_PLAIN), (BLIND_2_POSITIVE, BLIND_2_PLAIN), (BLIND_3_POSITIVE, BLIND_3_PLAIN)],
+    ids=["blind-1", "blind-2", "blind-3"],
+)
 def test_rules_splitter_on_the_blind_tables(positive, plain):
     r = judge([Case(text, (), tuple(aspects)) for text, aspects in positive], plain)
     print(f"\nblind table: recall {r['recall']:.3f}, precision {r['precision']:.3f}, false exclusions "

@@ -43,7 +43,8 @@ NOT_WANTED = (
     r"no good|unhelpful|not what i(?:'m| am) (?:looking for|after)|not what we(?:'re| am| are) (?:looking for|after)|"
     r"not what (?:i|we|the user|users|the searcher|the requester|the reader|the client|they|he|she)(?:'re| are| is| am)?\s+"
     r"(?:need|needs|want|wants|have in mind|has in mind|looking for|after|seeking|asking for|asked for)|off[- ]limits|"
-    r"not needed|not wanted|"
+    r"not needed|not wanted|(?:(?<=\bis )|(?<=\bare ))out(?=\s*$)|(?:a )?no[- ]go|off the table|(?:a )?non[- ]starter|(?:a )?deal[- ]?breaker|"
+    r"need not apply(?=\s*$)|needn't apply(?=\s*$)|(?:can|may) be (?:skipped|ignored|left out|dropped|omitted)|"
     r"not (?:a |the )?part of (?:this|the|my|our|the user's) (?:topic|search|query|request|scope|question|interest|review)|"
     r"(?:falls?|lies?|sits?|is|are)\s+outside (?:of )?(?:the |my |our |this |the user's |their )?(?:scope|focus|topic|remit|"
     r"interests?|area of interest|request)|"
@@ -104,7 +105,7 @@ NOT_INTERESTED = (
 )
 # negations that do not exclude anything
 NOT_EXCLUSION = re.compile(
-    r"\b(?:need(?:s)? not|needn't|do(?:es)? not (?:have|need) to|don't (?:have|need) to|not necessarily|not only|"
+    r"\b(?:need(?:s)? not(?! apply\s*$)|needn't(?! apply\s*$)|do(?:es)? not (?:have|need) to|don't (?:have|need) to|not necessarily|not only|"
     r"not just|not merely|not limited to|(?:does|do|did) not matter|doesn't matter|don't matter|no matter|"
     r"whether or not|(?:may|might|can|could|do|does|will|would) or (?:may|might|can|could|do|does|will|would)(?:\s+not|n't)|"
     r"not required to|not strictly|not always|not all|"
@@ -224,6 +225,8 @@ TAIL_CUE = _compile(
     r"putting aside|disregarding|omitting|barring|not counting|excepting|ignoring|skipping|avoiding|minus|"
     r"and (?:please )?(?:keep away from|stay away from|steer clear of|avoid|skip|ignore|exclude|leave out|omit|drop)|"
     r"without any|(?<!with or )(?<!and/or )without(?! (?:regard|doubt|necessarily|exception|loss))|but nothing (?:on|about)|"
+    r"anything but|everything but|anything except|everything except|(?<=,)\s*hold the|minus the|"
+    r"but nothing (?:on|about|from|by|involving|with|related to|regarding|concerning|that involves)|"
     r"(?:and|but)\s+(?:must|should|shall|may|do|does|will)(?:\s+not|n't)\s+(?:be(?:\s+(?:about|on|related to))?|mention|"
     r"discuss|describe|cover|address|focus on|talk about|deal with|concern|involve|include|contain|refer to)|"
     r"(?:pls|plz|please) no|(?:pls |plz |please )?(?:dont|don't|do not) (?:show(?: me)?|include|return|want|give me)|but no|though not|rather than|instead of|as opposed to|but please (?:skip|ignore|"
@@ -307,6 +310,31 @@ PAREN_ASIDE = _compile(
 VERDICT_SCOPE = _compile(
     r"^(?:from|for|to|in|of)\s+(?:this|the|my|our|these|the user's)\s+(?:topic|search|query|results?|request|review|"
     r"question|purpose|task|study|list|assessment|information need)\b[\s,]*"
+)
+# "leave the X stuff out of it", "keep X out of the results" (the keep is what comes before)
+KEEP_OUT = _compile(
+    r"^(?P<keep>.*?)(?:^|,\s*|;\s*|\s+and\s+|\s+but\s+)(?:please\s+)?(?:leave|keep|take|cut|filter|rule)\s+(?P<aspect>[^,;]+?)"
+    r"\s+out\b(?:\s+of\s+(?:it|this|that|there|the results?|the search|my results|the list|the picture|consideration))?$"
+)
+# "with X filtered out / left out / excluded" inside a clause
+WITH_REMOVED = _compile(
+    r"^(?P<before>.*?),?\s+with\s+(?P<aspect>[^,;]+?)\s+(?:filtered out|left out|excluded|removed|omitted|stripped out|"
+    r"taken out)(?P<after>\b.*)$"
+)
+# the exclusion first: "Excluding anything on X, find studies on Y"
+LEADING_CUE = _compile(
+    r"^(?:excluding|except for|except|with the exception of|apart from|aside from|other than|leaving aside|setting aside|"
+    r"putting aside|ignoring|barring|not counting|disregarding|skipping|leaving out)\s+(?P<aspect>[^,;]+),\s*(?P<keep>.+)$"
+)
+# "neither X nor Y should be included / is relevant"
+NEITHER_NOR = _compile(
+    r"^neither\s+(?P<first>.+?)\s+nor\s+(?P<second>.+?)\s+(?:should|must|shall|will|is|are|can|may)\s+(?:be\s+)?"
+    r"(?:included|retrieved|returned|considered|relevant|shown|listed|wanted|used|needed|of interest|counted)$"
+)
+# an imperative's aspect that runs on into the request: "Steer clear of X and find Y"
+THEN_REQUEST = _compile(
+    r"\s*(?:,\s*|\s+)(?:and|then|but)\s+(?:please\s+)?(?=(?:find|retrieve|show|give|search|look|get|list|return|provide|"
+    r"focus|recommend|suggest|locate|bring|fetch|pull|collect|gather)\b)"
 )
 # the subject alone names the item ("A relevant document", "Documents", "They"): nothing to keep
 ITEM_ONLY = _compile(

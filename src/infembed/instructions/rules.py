@@ -29,8 +29,11 @@ from infembed.instructions.phrasing import (
     IMPERATIVE,
     ITEM,
     ITEM_ONLY,
+    KEEP_OUT,
+    LEADING_CUE,
     MUST_AVOID,
     MUST_NOT,
+    NEITHER_NOR,
     NOT_BUT,
     NOT_EXCLUSION,
     NOT_RELEVANT_ARE,
@@ -44,10 +47,12 @@ from infembed.instructions.phrasing import (
     SUBJECT_HEAD,
     SUBJECT_RULE,
     TAIL_CUE,
+    THEN_REQUEST,
     TRAILING,
     VERB_IN_ASPECT,
     VERDICT_ALONE,
     VERDICT_SCOPE,
+    WITH_REMOVED,
 )
 
 
@@ -234,10 +239,27 @@ def _exclusion_of_clause(clause: str, context: str = "") -> tuple[str, list[str]
                 ):
                     more = aspects_of(extra.group("aspect"))
                 return keep, aspects_of(aspect) + more
+        m = LEADING_CUE.match(body)  # "Excluding anything on X, find studies on Y"
+        if m and aspects_of(m.group("aspect")) and not VERB_IN_ASPECT.search(m.group("aspect")):
+            return m.group("keep").strip(), aspects_of(m.group("aspect"))
+        m = NEITHER_NOR.match(body)
+        if m and aspects_of(m.group("first")) and aspects_of(m.group("second")):
+            return "", aspects_of(m.group("first")) + aspects_of(m.group("second"))
         for rule in (IMPERATIVE, FIRST_PERSON):
             m = rule.match(body)
             if m and aspects_of(m.group("aspect")):
-                return "", aspects_of(m.group("aspect"))
+                aspect, request = m.group("aspect"), ""
+                then = THEN_REQUEST.search(aspect)  # "Steer clear of X and find Y": Y is the request
+                if then and not re.search(r"\b(?:that|which|who)\b", aspect[: then.start()], re.IGNORECASE):
+                    aspect, request = aspect[: then.start()], aspect[then.end() :]
+                if aspects_of(aspect):
+                    return request.strip(), aspects_of(aspect)
+        m = KEEP_OUT.match(body)  # "..., keep Roman glass out of the results"
+        if m and aspects_of(m.group("aspect")) and not VERB_IN_ASPECT.search(m.group("aspect")):
+            return m.group("keep").strip(" ,;"), aspects_of(m.group("aspect"))
+        m = WITH_REMOVED.match(body)  # "Sources on X, with property listings filtered out, are what I need"
+        if m and aspects_of(m.group("aspect")) and not VERB_IN_ASPECT.search(m.group("aspect")):
+            return (m.group("before") + m.group("after")).strip(" ,"), aspects_of(m.group("aspect"))
         m = MUST_AVOID.match(body)
         if m and not VERB_IN_ASPECT.search(m.group("aspect")) and aspects_of(m.group("aspect")):
             subject = m.group("subject").strip(" ,")
