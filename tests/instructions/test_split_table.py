@@ -22,6 +22,8 @@ from phrasings_blind import (
     BLIND_2_POSITIVE,
     BLIND_3_PLAIN,
     BLIND_3_POSITIVE,
+    BLIND_4_PLAIN,
+    BLIND_4_POSITIVE,
 )
 
 instructions = pytest.importorskip("infembed.instructions")
@@ -181,8 +183,13 @@ KNOWN_BLIND_FALSE_EXCLUSIONS = 1
 
 @pytest.mark.parametrize(
     ("positive", "plain"),
-    [(BLIND_1_POSITIVE, BLIND_1_PLAIN), (BLIND_2_POSITIVE, BLIND_2_PLAIN), (BLIND_3_POSITIVE, BLIND_3_PLAIN)],
-    ids=["blind-1", "blind-2", "blind-3"],
+    [
+        (BLIND_1_POSITIVE, BLIND_1_PLAIN),
+        (BLIND_2_POSITIVE, BLIND_2_PLAIN),
+        (BLIND_3_POSITIVE, BLIND_3_PLAIN),
+        (BLIND_4_POSITIVE, BLIND_4_PLAIN),
+    ],
+    ids=["blind-1", "blind-2", "blind-3", "blind-4"],
 )
 def test_rules_splitter_on_the_blind_tables(positive, plain):
     r = judge([Case(text, (), tuple(aspects)) for text, aspects in positive], plain)

@@ -30,7 +30,7 @@ LEAD_PREP = r"(?:with|on|about|of|in|to|upon|around|for)"
 
 # "X are not relevant", "X is irrelevant", "X should be excluded" ...
 NOT_WANTED = (
-    r"(?:(?:is|are|was|were|will be|would be|should be|shall be|must be|seems?|seem to be|count as|counts as)\s+)?"
+    r"(?:(?:is|are|was|were|will be|would be|should be|shall be|must be|seems?|seem to be|count as|counts as)(?:\s+|(?=n't)))?"
     r"(?:(?:not|n't|never|no longer)\s+(?:be\s+)?(?:considered\s+|deemed\s+|counted\s+(?:as\s+)?|judged\s+)?"
     r"(?:relevant|wanted|needed|useful|helpful|of interest|interesting|pertinent|appropriate|acceptable|desired|"
     r"required|applicable|in scope|within (?:the )?scope|on[- ]topic|what i(?:'m| am) (?:looking for|after)|"
@@ -43,6 +43,12 @@ NOT_WANTED = (
     r"no good|unhelpful|not what i(?:'m| am) (?:looking for|after)|not what we(?:'re| am| are) (?:looking for|after)|"
     r"not what (?:i|we|the user|users|the searcher|the requester|the reader|the client|they|he|she)(?:'re| are| is| am)?\s+"
     r"(?:need|needs|want|wants|have in mind|has in mind|looking for|after|seeking|asking for|asked for)|off[- ]limits|"
+    r"(?:do|does|will|would)(?:\s+not|n't)\s+(?:by (?:itself|themselves)\s+|alone\s+|on (?:its|their) own\s+)?"
+    r"(?:make|render)\s+(?:a|the|any|that)\s+(?:documents?|passages?|results?|articles?|texts?|pages?|sources?|papers?|"
+    r"reports?|studies|study)\s+relevant|"
+    r"(?:not enough|insufficient|not sufficient)(?:\s+(?:on (?:its|their) own|by (?:itself|themselves)|alone))?"
+    r"\s+(?:to (?:make|render) (?:a|the|any) (?:documents?|passages?|results?|articles?|texts?|pages?|papers?) relevant|"
+    r"for relevance|for (?:a|the) (?:document|passage|result|article|text|page|paper) to be relevant)|"
     r"not needed|not wanted|(?:(?<=\bis )|(?<=\bare ))out(?=\s*$)|(?:a )?no[- ]go|off the table|(?:a )?non[- ]starter|(?:a )?deal[- ]?breaker|"
     r"need not apply(?=\s*$)|needn't apply(?=\s*$)|(?:can|may) be (?:skipped|ignored|left out|dropped|omitted)|"
     r"not (?:a |the )?part of (?:this|the|my|our|the user's) (?:topic|search|query|request|scope|question|interest|review)|"
@@ -72,7 +78,8 @@ PASSIVE_REMOVE = (
     r"|won't\s+be\s+(?:retrieved|returned|included|shown|listed|considered|counted|ranked|surfaced|recommended|used)"
     r"|(?:should|must|shall|need to|needs to|can|may|will|are to|is to|ought to)\s+(?:not\s+be\s+"
     r"(?:retrieved|returned|included|shown|listed|considered|counted|ranked|surfaced|recommended|used)|be\s+"
-    r"(?:excluded|ignored|left out|omitted|skipped|discarded|filtered out|dropped|removed|disregarded|avoided|"
+    r"(?:excluded|ignored|left out|left aside|put aside|kept out|passed over|omitted|skipped|discarded|filtered out|"
+    r"dropped|removed|disregarded|avoided|"
     r"ranked (?:low|lower|last)|penali[sz]ed|rejected|set aside))"
     r"|(?:do|does|did)\s*(?:not|n't)\s+(?:count|qualify|apply|matter|belong|fit)"
 )
@@ -178,7 +185,8 @@ SUBJECT_HEAD = re.compile(
     re.IGNORECASE,
 )
 ASPECT_HEAD = re.compile(
-    r"^(?:(?:only|mainly|mostly|purely|solely|merely|exclusively|just|simply|primarily|specifically)\s+)?"
+    r"^(?:(?:only|mainly|mostly|purely|solely|merely|exclusively|just|simply|primarily|specifically|mere|passing|"
+    r"brief|incidental|casual|simple)\s+)?"
     r"(?:(?:anything|everything|something|stuff|material|content|information|info|things?|coverage|mentions?|"
     r"discussions?|talk|results?|documents?|passages?|articles?|papers?|pages?|items?|posts?|texts?)\s+)?"
     r"(?:(?:that|which)\s+(?:is|are)\s+)?"
@@ -201,7 +209,8 @@ SUBJECT_RULE = _compile(
 # predicate first: "Not relevant: X", "Irrelevant are X", "Excluded: X"
 PREDICATE_FIRST = _compile(
     r"^(?:not relevant|irrelevant|off[- ]topic|off[- ]limits|out of scope|excluded|exclusions?|exclude|not wanted|unwanted|"
-    r"not needed|not interested|no thanks|"
+    r"not needed|not interested|no thanks|negative aspects?|negatives?|don't want|do not want|not this|excluded topics?|"
+    r"must not (?:include|contain|mention)|should not (?:include|contain|mention)|"
     r"not of interest|do not include|don't include|avoid|skip|ignore|no)\s*[:\-–—]\s*(?P<aspect>.+)$"
 )
 NOT_RELEVANT_ARE = _compile(
@@ -213,7 +222,7 @@ FIRST_PERSON = _compile(rf"^(?:{NOT_INTERESTED})\s+(?P<aspect>.+)$")
 # short forms: "no X", "nothing on X", "not X", "none about X", "without X", "excluding X"
 SHORT = _compile(
     r"^(?:no|nothing|none|not|nor|neither|never|without|excluding|except|except for|minus|sans|but not|and not|"
-    r"not any|zero)\b\s*(?:on|about|regarding|concerning|related to|relating to|to do with|of|from|that (?:is|are) about|"
+    r"not any|zero)\b(?![-‐])\s*(?:on|about|regarding|concerning|related to|relating to|to do with|of|from|that (?:is|are) about|"
     r"dealing with|involving)?\b\s*(?P<aspect>.+)$"
 )
 # an exclusion inside a longer clause: "..., but not X", "..., excluding X", "... except X"
@@ -336,6 +345,18 @@ THEN_REQUEST = _compile(
     r"\s*(?:,\s*|\s+)(?:and|then|but)\s+(?:please\s+)?(?=(?:find|retrieve|show|give|search|look|get|list|return|provide|"
     r"focus|recommend|suggest|locate|bring|fetch|pull|collect|gather)\b)"
 )
+# "This topic does not cover X (, and it does not cover Y)"
+TOPIC_EXCLUDES = _compile(
+    r"^(?:this|the|our|my) (?:topic|search|query|request|question|task|review|information need)\s+(?:does not|doesn't|do not|"
+    r"will not|won't|should not|shouldn't)\s+(?:cover|include|concern|extend to|encompass|address|deal with|involve)\s+"
+    r"(?P<aspect>.+)$"
+)
+TOPIC_EXCLUDES_MORE = _compile(
+    r",?\s+(?:and|nor)\s+(?:it|this topic|the topic|the search|this search)\s+(?:does not|doesn't|do not|will not)\s+"
+    r"(?:cover|include|concern|extend to|encompass|address|deal with|involve)\s+"
+)
+# "surface codes yes, topological codes no"
+YES_NO = _compile(r"^(?P<keep>.+?\byes)\s*[,;]\s*(?P<aspect>.+?)\s*[:\-–—]?\s*\bno$")
 # the subject alone names the item ("A relevant document", "Documents", "They"): nothing to keep
 ITEM_ONLY = _compile(
     rf"^(?:(?:a|an|the|any|all|every|each|relevant|retrieved|returned|such|these|those|good|useful)\s+)*(?:{ITEM}|it|they)$"
@@ -373,7 +394,8 @@ SAME_CLAUSE_MORE = _compile(
 )
 # list continued: "Also X." after an exclusion sentence
 CONTINUATION = _compile(
-    r"^(?:also|and also|and|or|nor|same (?:goes )?for|likewise|similarly|ditto|as well as|plus|or any|and any|"
+    r"^(?:(?:neither|nor|and neither|and nor) (?:are|is|do|does|should|would|will|can)|also|and also|and|or|nor|"
+    r"same (?:goes )?for|likewise|similarly|ditto|as well as|plus|or any|and any|"
     r"and no|or no|also no|nor any|neither)\b[\s,:]*(?P<aspect>.+)$"
 )
 SHORT_STOP = re.compile(

@@ -48,11 +48,14 @@ from infembed.instructions.phrasing import (
     SUBJECT_RULE,
     TAIL_CUE,
     THEN_REQUEST,
+    TOPIC_EXCLUDES,
+    TOPIC_EXCLUDES_MORE,
     TRAILING,
     VERB_IN_ASPECT,
     VERDICT_ALONE,
     VERDICT_SCOPE,
     WITH_REMOVED,
+    YES_NO,
 )
 
 
@@ -239,6 +242,14 @@ def _exclusion_of_clause(clause: str, context: str = "") -> tuple[str, list[str]
                 ):
                     more = aspects_of(extra.group("aspect"))
                 return keep, aspects_of(aspect) + more
+        m = TOPIC_EXCLUDES.match(body)  # "This topic does not cover X, and it does not cover Y"
+        if m and not VERB_IN_ASPECT.search(TOPIC_EXCLUDES_MORE.sub(" ", m.group("aspect"))):
+            found = [a for part in TOPIC_EXCLUDES_MORE.split(m.group("aspect")) for a in aspects_of(part)]
+            if found:
+                return "", found
+        m = YES_NO.match(body)  # "surface codes yes, topological codes no"
+        if m and aspects_of(m.group("aspect")) and not VERB_IN_ASPECT.search(m.group("aspect")):
+            return m.group("keep").strip(), aspects_of(m.group("aspect"))
         m = LEADING_CUE.match(body)  # "Excluding anything on X, find studies on Y"
         if m and aspects_of(m.group("aspect")) and not VERB_IN_ASPECT.search(m.group("aspect")):
             return m.group("keep").strip(), aspects_of(m.group("aspect"))
@@ -370,7 +381,7 @@ def _parenthetical_exclusions(sentence: str) -> tuple[str, list[str]]:
         aspects.extend(found[1])
         return ""
 
-    rest = re.sub(r"\s*\(([^()]{1,200})\)", take, sentence)
+    rest = re.sub(r"\s*[(\[]([^()\[\]]{1,200})[)\]]", take, sentence)
     return (re.sub(r"\s+([,.;:!?])", r"\1", rest).strip() if aspects else sentence), aspects
 
 
@@ -392,6 +403,12 @@ def rules_split(text: str) -> Instruction:
         sentence_keep: list[str] = []
         sentence_excluded = False
         first_new = len(exclude)
+        label = PREDICATE_FIRST.match(strip_end(sentence))  # "Irrelevant: opinion pieces; studies of adults."
+        if label and ";" in label.group("aspect") and _split_list(label.group("aspect")):
+            _add_aspects(exclude, guards, _split_list(label.group("aspect")))
+            said.append(sentence)
+            previous_excluded, previous_sentence = True, sentence
+            continue
         sentence, aside = _parenthetical_exclusions(sentence)
         _add_aspects(exclude, guards, aside)
         pieces = re.split(r"\s*;\s*", sentence)
