@@ -18,7 +18,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from infembed.data.errors import SettingsError
+from infembed.data.errors import DataError, SettingsError
 from infembed.model import gguf
 
 POOLING_MODES = ("cls", "mean", "last")
@@ -30,6 +30,27 @@ def resolve_device(device: str | None = None) -> torch.device:
     if device:
         return torch.device(device)
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def _check_model_dir(path: str, gguf_file: str | None) -> None:
+    """A local directory given as a model must hold one: a sentence-transformers dir (modules.json), a transformers
+    checkpoint (config.json) or a GGUF file. Anything else is one line naming it, not transformers' traceback."""
+    if gguf_file is not None or not os.path.isdir(path):
+        return
+    names = set(os.listdir(path))
+    if "config.json" in names or any(n.endswith(".gguf") for n in names):
+        return
+    if {"train_config.json", "checkpoints"} & names:
+        raise DataError(
+            "a training run that has saved no model yet",
+            path,
+            hint="rerun `infembed train` with the same settings to resume it, or give a finished model dir",
+        )
+    raise DataError(
+        "not a model directory (no modules.json, config.json or .gguf file)",
+        path,
+        hint="give a dir written by `infembed train` or sentence-transformers, or a hub name",
+    )
 
 
 def load_sentence_transformer(
@@ -63,14 +84,21 @@ def load_sentence_transformer(
                 modules=[st[0], Pooling(dim, pooling_mode=_ST_POOLING[pooling]), Normalize()], device=device
             )
     else:
+        _check_model_dir(name_or_path, gguf_file)
         name_or_path, gguf_file, save_to = gguf.resolve(name_or_path, gguf_file, dtype, kind="base")
         extra: dict[str, Any] = {"gguf_file": gguf_file} if gguf_file is not None else {}
-        transformer = Transformer(
-            name_or_path,
-            model_kwargs={**model_kwargs, **extra},
-            processor_kwargs=dict(extra),
-            config_kwargs=dict(extra),
-        )
+        try:
+            transformer = Transformer(
+                name_or_path,
+                model_kwargs={**model_kwargs, **extra},
+                processor_kwargs=dict(extra),
+                config_kwargs=dict(extra),
+            )
+        except (OSError, ValueError) as error:  # a local dir transformers cannot read (a broken or partial save)
+            if not os.path.isdir(name_or_path):
+                raise
+            reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+            raise DataError(f"cannot load a model from this directory ({reason})", name_or_path) from None
         if gguf_file is not None:
             gguf.save_if_dequantised(transformer.model, transformer.tokenizer, save_to)
         mode = pooling or "mean"

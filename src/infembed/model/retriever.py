@@ -24,8 +24,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from infembed.data.errors import SettingsError
-from infembed.data.jsonl import ensure_dir, write_json
+from infembed.data.errors import DataError, SettingsError
+from infembed.data.jsonl import ensure_dir, json_error_reason, write_json
 from infembed.model.encoder import Encoder, load_sentence_transformer, resolve_device
 from infembed.model.interaction import (
     CROSS_ATTENTION_BASES,
@@ -52,6 +52,19 @@ def resolve_model_name(name: str | None) -> str:
     if name in (None, "", "default", "minilm", "all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2"):
         return default_model_path()
     return str(name)
+
+
+def _read_model_config(path: Path) -> dict[str, Any]:
+    """infembed.json as a mapping; a torn or hand-broken file is one line naming it and the line."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as error:
+        raise DataError(json_error_reason(error), path, error.lineno) from None
+    except UnicodeDecodeError:
+        raise DataError("not valid UTF-8", path) from None
+    if not isinstance(data, dict):
+        raise DataError(f"expected a JSON object of model settings, got {type(data).__name__}", path)
+    return data
 
 
 @dataclass
@@ -167,7 +180,7 @@ class InFEmbed(nn.Module):
         then gets the default concatenation template. ``overrides`` replace saved settings (e.g. template)."""
         name = resolve_model_name(path)
         config_path = Path(name) / CONFIG_NAME
-        data = json.loads(config_path.read_text()) if config_path.exists() else {"base_model": str(path or "all-MiniLM-L6-v2")}
+        data = _read_model_config(config_path) if config_path.exists() else {"base_model": str(path or "all-MiniLM-L6-v2")}
         data.update({k: v for k, v in overrides.items() if v is not None})
         config = ModelConfig.from_dict(data)
         dev = resolve_device(device)
