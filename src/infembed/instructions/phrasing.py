@@ -30,7 +30,8 @@ LEAD_PREP = r"(?:with|on|about|of|in|to|upon|around|for)"
 
 # "X are not relevant", "X is irrelevant", "X should be excluded" ...
 NOT_WANTED = (
-    r"(?:(?:is|are|was|were|will be|would be|should be|shall be|must be|seems?|seem to be|count as|counts as)(?:\s+|(?=n't)))?"
+    r"(?:(?:is|are|was|were|will be|would be|should be|shall be|must be|seems?|seem to be|count as|counts as)(?:\s+|(?=n't))"
+    r"(?:also\s+|likewise\s+|equally\s+)?)?"
     r"(?:(?:not|n't|never|no longer)\s+(?:be\s+)?(?:considered\s+|deemed\s+|counted\s+(?:as\s+)?|judged\s+)?"
     r"(?:relevant|wanted|needed|useful|helpful|of interest|interesting|pertinent|appropriate|acceptable|desired|"
     r"required|applicable|in scope|within (?:the )?scope|on[- ]topic|what i(?:'m| am) (?:looking for|after)|"
@@ -52,8 +53,10 @@ NOT_WANTED = (
     r"not needed|not wanted|(?:(?<=\bis )|(?<=\bare ))out(?=\s*$)|(?:a )?no[- ]go|off the table|(?:a )?non[- ]starter|(?:a )?deal[- ]?breaker|"
     r"need not apply(?=\s*$)|needn't apply(?=\s*$)|(?:can|may) be (?:skipped|ignored|left out|dropped|omitted)|"
     r"not (?:a |the )?part of (?:this|the|my|our|the user's) (?:topic|search|query|request|scope|question|interest|review)|"
-    r"(?:falls?|lies?|sits?|is|are)\s+outside (?:of )?(?:the |my |our |this |the user's |their )?(?:scope|focus|topic|remit|"
-    r"interests?|area of interest|request)|"
+    r"(?:falls?|lies?|sits?|is|are)?\s*outside (?:of )?(?:the |my |our |this |its |the user's |their )?(?:scope|focus|topic|"
+    r"remit|interests?|area of interest|request|coverage)|ineligible|not eligible|"
+    r"beyond what (?:i|we|the user)(?:'m| am| are| is)? (?:want|wants|need|needs|looking for|after)|"
+    r"(?:something )?(?:i|we) can do without|"
     r"(?:won't|will not|wouldn't|would not|do not|don't|does not|doesn't|cannot|can't)\s+help(?:\s+(?:me|us|the user|here))?|"
     r"(?:of )?no (?:help|use|value)(?: (?:to|for) (?:me|us|the user))?|"
     r"(?:something|stuff|things|material|ground|what)?\s*(?:i|we|the user)(?:'ve| have| has)\s+(?:already\s+)?"
@@ -234,6 +237,7 @@ TAIL_CUE = _compile(
     r"putting aside|disregarding|omitting|barring|not counting|excepting|ignoring|skipping|avoiding|minus|"
     r"and (?:please )?(?:keep away from|stay away from|steer clear of|avoid|skip|ignore|exclude|leave out|omit|drop)|"
     r"without any|(?<!with or )(?<!and/or )without(?! (?:regard|doubt|necessarily|exception|loss))|but nothing (?:on|about)|"
+    r"(?:that|which) (?:aren't|are not|isn't|is not) (?:based on|about|focused on|related to)|"
     r"anything but|everything but|anything except|everything except|(?<=,)\s*hold the|minus the|"
     r"but nothing (?:on|about|from|by|involving|with|related to|regarding|concerning|that involves)|"
     r"(?:and|but)\s+(?:must|should|shall|may|do|does|will)(?:\s+not|n't)\s+(?:be(?:\s+(?:about|on|related to))?|mention|"
@@ -296,7 +300,7 @@ CONDITION_CONTENT = _compile(
 )
 # an aside after the aspect: "matplotlib, I already know it", "crypto, since we covered it"
 ASIDE_TAIL = re.compile(
-    r"\s*[,(]\s*(?:i|we|i'm|i've|i already|we already|since|because|as i|as we|as the user|"
+    r"\s*[,(]\s*(?:i|we|i'm|i've|i already|we already|since|because|as i|as we|as the user|even if|even when|even though|"
     r"(?:which|that|who) (?:i|we|the user|users|they|you|he|she))\b.*$",
     re.IGNORECASE,
 )
@@ -357,6 +361,40 @@ TOPIC_EXCLUDES_MORE = _compile(
 )
 # "surface codes yes, topological codes no"
 YES_NO = _compile(r"^(?P<keep>.+?\byes)\s*[,;]\s*(?P<aspect>.+?)\s*[:\-–—]?\s*\bno$")
+# The last resort, composed rather than listed: "<subject> <verb ...> <a negation> ... <a relevance word>", for the
+# many ways assessors deny relevance ("X contribute nothing to this topic", "X earns no relevance", "X fall outside
+# the information need", "X would be judged as not meeting the criteria", "X is not the focus of this request").
+GENERIC_VERDICT = _compile(
+    r"^(?P<aspect>.+?)\s+(?P<verdict>(?:is|are|was|were|would|will|should|must|do|does|did|falls?|lies?|earns?|gets?|"
+    r"receives?|provides?|contributes?|miss(?:es)?|fails?|deserves?|carr(?:y|ies)|ha(?:ve|s)|holds?|brings?|offers?|"
+    r"counts?|meets?|makes?|adds?|lacks?|sits?|belongs?)\b.{0,80}?\b(?:relevan\w*|criteria|criterion|focus|scope|"
+    r"topic|information need|request|coverage|credit|bounds|mark|meaning|eligib\w*|inclusion|"
+    r"intended (?:sense|meaning|subject))\b.*)$"
+)
+GENERIC_NEGATION = re.compile(
+    r"\b(?:not|no|n't|never|nothing|none|fails?|failing|miss(?:es)?|outside|beyond|out of|ineligible|insufficient|"
+    r"zero|non-?relevant|irrelevant|lacks?|without)\b|n't\b",
+    re.IGNORECASE,
+)
+# a verdict about how relevance is judged, not an exclusion ("has no bearing on relevance", "does not affect")
+GENERIC_LOOSENING = re.compile(
+    r"\b(?:bearing|affect|affects|impact|influence|matter|matters|irrespective|regardless|either way|still|also|"
+    r"equally|as well|too|required|necessary|needed to|have to|has to|need to|needs to|must be|only if|unless|if|"
+    r"can be|may be|could be|might be|can still|may still)\b",
+    re.IGNORECASE,
+)
+# "Examples of non-relevant documents include X", "Non-relevant documents are those that focus on X"
+NONRELEVANT_INCLUDE = _compile(
+    r"^(?:examples of )?(?:non[- ]?relevant|irrelevant|unwanted|excluded|ineligible)\s+(?:documents?|passages?|results?|"
+    r"articles?|sources?|items?|papers?|studies|materials?|content|texts?|pages?)\s+(?:include|includes|are|would be|"
+    r"will be|comprise|cover|would include)\s+(?:those\s+(?:that|which|who)\s+(?:\w+\s+)?(?:{LEAD_PREP}\s+)?|"
+    r"(?:ones|those)\s+(?:about|on|with|concerning|regarding|dealing with)\s+)?(?P<aspect>.+)$".replace("{LEAD_PREP}", LEAD_PREP)
+)
+# "Constraint: exclude X", "Restriction: no X", "Filter: not X"
+LABEL_THEN_RULE = _compile(
+    r"^(?:constraints?|restrictions?|filters?|conditions?|requirements?|rules?|notes?|exclusion criteri(?:a|on)|criteria)"
+    r"\s*[:\-–—]\s*(?P<rule>.+)$"
+)
 # the subject alone names the item ("A relevant document", "Documents", "They"): nothing to keep
 ITEM_ONLY = _compile(
     rf"^(?:(?:a|an|the|any|all|every|each|relevant|retrieved|returned|such|these|those|good|useful)\s+)*(?:{ITEM}|it|they)$"

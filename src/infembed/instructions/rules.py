@@ -25,15 +25,20 @@ from infembed.instructions.phrasing import (
     FILLER_HEAD,
     FIND_VERDICT,
     FIRST_PERSON,
+    GENERIC_LOOSENING,
+    GENERIC_NEGATION,
+    GENERIC_VERDICT,
     GERUND_HEAD,
     IMPERATIVE,
     ITEM,
     ITEM_ONLY,
     KEEP_OUT,
+    LABEL_THEN_RULE,
     LEADING_CUE,
     MUST_AVOID,
     MUST_NOT,
     NEITHER_NOR,
+    NONRELEVANT_INCLUDE,
     NOT_BUT,
     NOT_EXCLUSION,
     NOT_RELEVANT_ARE,
@@ -174,6 +179,45 @@ def _exclusion_of_clause(clause: str, context: str = "") -> tuple[str, list[str]
     body = FILLER_HEAD.sub("", strip_end(clause)).strip()
     if not body:
         return None
+    label = LABEL_THEN_RULE.match(body)  # "Constraint: exclude guidance written for adults"
+    if label:
+        inner = _exclusion_of_clause(label.group("rule"), context)
+        if inner is not None:
+            return inner
+    found = _specific_exclusion(body, context)
+    if found is not None:
+        return found
+    return _generic_verdict(body)
+
+
+def _generic_verdict(body: str) -> tuple[str, list[str]] | None:
+    """The last resort: a subject, then a verb phrase that holds a negation and a word about relevance
+    ("Smartphone reviews contribute nothing to this topic"), with nothing that loosens instead of excluding."""
+    m = NONRELEVANT_INCLUDE.match(body)
+    if m and not VERB_IN_ASPECT.search(m.group("aspect")) and _split_list(m.group("aspect")):
+        return "", _split_list(m.group("aspect"))
+    m = GENERIC_VERDICT.match(body)
+    if not m or NOT_EXCLUSION.search(body) or GENERIC_LOOSENING.search(m.group("verdict")):
+        return None
+    aspect = m.group("aspect")
+    if (
+        not GENERIC_NEGATION.search(m.group("verdict"))
+        or GENERIC_NEGATION.search(aspect)
+        or VERB_IN_ASPECT.search(aspect)
+        or len(aspect.split()) > 12
+        or re.search(r"\b(?:that|which|who|whose|where|when|if|whether)\s*$", aspect, re.IGNORECASE)
+        or re.match(r"^(?:even|if|when|whenever|although|though|while|whether|because|since|as long as|unless|once)\b",
+                    aspect, re.IGNORECASE)
+        or re.match(r"^(?:relevant|a relevant|the relevant|this|that|it|they|these|those|the topic|this topic|only|just|"
+                    r"solely|exclusively|merely)\b", aspect,
+                    re.IGNORECASE)
+    ):
+        return None
+    aspects = _split_list(aspect)
+    return ("", aspects) if aspects else None
+
+
+def _specific_exclusion(body: str, context: str) -> tuple[str, list[str]] | None:
     guarded = NOT_EXCLUSION.search(body)
 
     def aspects_of(text: str) -> list[str]:
@@ -427,6 +471,11 @@ def rules_split(text: str) -> Instruction:
         if (
             VERDICT_ALONE.match(whole)
             and re.search(r"[?:]\s*$", previous_sentence)
+            and not re.match(  # "Is this relevant? No." answers a question; it excludes nothing
+                r"^(?:is|are|was|were|do|does|did|can|could|should|would|will|has|have|how|what|why|which|who)\b",
+                previous_sentence.strip(),
+                re.IGNORECASE,
+            )
             and len(previous_sentence.split()) <= 6
             and keep_parts
             and keep_parts[-1] == previous_sentence.strip()
