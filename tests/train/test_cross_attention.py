@@ -108,3 +108,20 @@ def test_models_saved_before_the_setting_load_with_the_query_base(rows, minilm, 
 def test_an_unknown_base_is_refused():
     with pytest.raises(SettingsError, match="cross_attention_base"):
         ModelConfig(interaction="cross_attention", cross_attention_base="passage")
+
+
+def test_length_buckets_do_not_change_the_cross_attention_embeddings(rows):
+    """The residual runs inside Encoder.embed's CPU length buckets: each bucket must take its own rows'
+    instructions, so bucketed and unbucketed embeddings agree (an open gate makes the residual count)."""
+    model = _fresh("cross_attention")
+    model.eval()
+    with torch.no_grad():
+        model.interaction.gate.fill_(0.5)
+    queries, instructions = _pairs(rows)
+    queries, instructions = (queries * 3)[:40], (instructions * 3)[:40]
+    assert len(queries) > 2 * model.encoder.cpu_bucket_size
+    with torch.no_grad():
+        bucketed = model._concat_cross_attention_embed(queries, instructions)
+        model.encoder.cpu_bucket_size = None
+        whole = model._concat_cross_attention_embed(queries, instructions)
+    assert torch.allclose(bucketed, whole, atol=1e-5)

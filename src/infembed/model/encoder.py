@@ -11,7 +11,7 @@ The sentence-transformers model is still the storage format, so a saved concaten
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -215,12 +215,20 @@ class Encoder(nn.Module):
     #: busier than several small ones, so the batch stays whole there.
     cpu_bucket_size: int | None = 16
 
-    def embed(self, texts: Sequence[str], max_length: int) -> torch.Tensor:
-        """Embeddings with gradients (training), in input order."""
+    def embed(
+        self,
+        texts: Sequence[str],
+        max_length: int,
+        forward: Callable[[dict[str, torch.Tensor], torch.Tensor], torch.Tensor] | None = None,
+    ) -> torch.Tensor:
+        """Embeddings with gradients (training), in input order. On CPU, long lists run in batches of similar
+        length. ``forward(features, rows)`` replaces the plain forward pass (``rows``: the batch's positions in
+        ``texts``), for callers that add to it (the cross-attention interaction)."""
         texts = list(texts)
+        run = forward or (lambda features, rows: self.forward(features))
         bucket = self.cpu_bucket_size if self.device.type == "cpu" else None
         if not bucket or len(texts) <= bucket:
-            return self.forward(self.tokenize(texts, max_length))
+            return run(self.tokenize(texts, max_length), torch.arange(len(texts)))
         encoded = self.tokenizer(self.prepare(texts), truncation=True, max_length=max_length, padding=False)
         keys = [k for k in ("input_ids", "attention_mask", "token_type_ids") if k in encoded]
         order = sorted(range(len(texts)), key=lambda i: len(encoded["input_ids"][i]))
@@ -228,7 +236,7 @@ class Encoder(nn.Module):
         for start in range(0, len(order), bucket):
             chunk = order[start : start + bucket]
             features = self.tokenizer.pad({k: [encoded[k][i] for i in chunk] for k in keys}, return_tensors="pt")
-            parts.append(self.forward({k: v.to(self.device) for k, v in features.items()}))
+            parts.append(run({k: v.to(self.device) for k, v in features.items()}, torch.tensor(chunk)))
         inverse = torch.empty(len(order), dtype=torch.long)
         inverse[torch.tensor(order)] = torch.arange(len(order))
         return torch.cat(parts)[inverse.to(parts[0].device)]

@@ -334,22 +334,7 @@ class InFEmbed(nn.Module):
             states = self.interaction(states, mask, i_states[index], i_mask[index])
             return enc.finish(enc.pool(states, mask))
 
-        bucket = enc.cpu_bucket_size if enc.device.type == "cpu" else None
-        if not bucket or len(texts) <= bucket:
-            return embed(enc.tokenize(texts, max_len), torch.arange(len(texts)))
-        encoded = enc.tokenizer(enc.prepare(texts), truncation=True, max_length=max_len, padding=False)
-        keys = [k for k in ("input_ids", "attention_mask", "token_type_ids") if k in encoded]
-        order = sorted(range(len(texts)), key=lambda i: len(encoded["input_ids"][i]))
-        parts = []
-        for start in range(0, len(order), bucket):
-            chunk = order[start : start + bucket]
-            features = enc.tokenizer.pad(
-                {k: [encoded[k][i] for i in chunk] for k in keys}, return_tensors="pt"
-            )
-            parts.append(embed({k: v.to(enc.device) for k, v in features.items()}, torch.tensor(chunk)))
-        inverse = torch.empty(len(order), dtype=torch.long)
-        inverse[torch.tensor(order)] = torch.arange(len(order))
-        return torch.cat(parts)[inverse.to(parts[0].device)]
+        return enc.embed(texts, max_len, forward=embed)
 
     # ----------------------------------------------------------------------------------- inference (numpy)
 
