@@ -182,7 +182,7 @@ def search_command(
             "instruction": i,
             "k": k,
             "exclusions": exclusions,
-            **({"split": split.to_json()} if split.exclude else {}),
+            **({"split": split.to_json()} if split.exclude or split.dropped else {}),
             "hits": [hit.to_dict(rank) for rank, hit in enumerate(hits, start=1)],
         }
         for q, i, split, hits in zip(query, aligned, splits, results)
@@ -196,10 +196,14 @@ def search_command(
         title = f"[bold]{escape(record['query'])}[/]" + (
             f"\n[dim]{escape(record['instruction'])}[/]" if record["instruction"] else ""
         )
-        if "split" in record:
+        split = record.get("split")
+        if split and split["exclude"]:
             title += "\n[dim]searched with: {}; excluded: {}[/]".format(
-                escape(record["split"]["keep"] or "(the query alone)"),
-                escape("; ".join(record["split"]["exclude"])),
+                escape(split["keep"] or "(the query alone)"), escape("; ".join(split["exclude"]))
+            )
+        if split and split.get("dropped"):
+            title += "\n[dim]not excluded (no searchable words): {}[/]".format(
+                escape("; ".join(split["dropped"]))
             )
         table = Table(title=title, title_justify="left")
         table.add_column("rank", justify="right")

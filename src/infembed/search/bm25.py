@@ -26,6 +26,12 @@ class BM25Settings:
     b: float = 0.75
 
 
+def terms(text: str, settings: BM25Settings | None = None) -> list[str]:
+    """The words of ``text`` that BM25 searches with (lower-cased, stop words and one-letter words left out):
+    a text without any matches nothing (:meth:`BM25.scores` gives it zeros)."""
+    return BM25(settings)._tokenize([text], return_ids=False)[0]
+
+
 class BM25:
     """A BM25 index over a list of texts: :meth:`scores` for every document, :meth:`top_k` for the best."""
 
@@ -64,12 +70,16 @@ class BM25:
         return self._model
 
     def scores(self, texts: Sequence[str]) -> np.ndarray:
-        """(len(texts), count) BM25 scores of each text against every document."""
+        """(len(texts), count) BM25 scores of each text against every document; a text with no searchable
+        word (empty, or only stop words: "the", "not not not") scores 0 everywhere, as it matches nothing."""
         model = self._ready()
+        out = np.zeros((len(texts), self.count), dtype=np.float32)
         if not texts:
-            return np.zeros((0, self.count), dtype=np.float32)
-        tokens = self._tokenize(texts, return_ids=False)
-        return np.stack([model.get_scores(t) for t in tokens]).astype(np.float32)
+            return out
+        for row, tokens in enumerate(self._tokenize(texts, return_ids=False)):
+            if tokens:  # bm25s's get_scores indexes the first token: an empty list is an IndexError
+                out[row] = model.get_scores(tokens)
+        return out
 
     def top_k(self, texts: Sequence[str], k: int) -> tuple[np.ndarray, np.ndarray]:
         """(scores, document rows), both (len(texts), min(k, count)); a document sharing no term with the text is

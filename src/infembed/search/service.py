@@ -121,6 +121,9 @@ class InstructionSplit(BaseModel):
     keep: str
     exclude: list[str]
     guards: list[str] | None = None
+    dropped: list[str] | None = Field(
+        None, description="Excluded aspects left out: they hold no searchable word (only stop words)."
+    )
 
 
 class SearchResult(BaseModel):
@@ -129,7 +132,9 @@ class SearchResult(BaseModel):
     k: int
     exclusions: str
     split: InstructionSplit | None = Field(
-        None, description="How the instruction was split (present when it excludes something)."
+        None,
+        description="How the instruction was split (present when it excludes something, or names an aspect "
+        "that was dropped for holding no searchable word).",
     )
     hits: list[HitOut]
 
@@ -380,7 +385,7 @@ def create_app(
                 "instruction": i,
                 "k": request.k,
                 "exclusions": mode,
-                **({"split": split.to_json()} if split.exclude else {}),
+                **({"split": split.to_json()} if split.exclude or split.dropped else {}),
                 "hits": hits_out(hits),
             }
             for (q, i), split, hits in zip(pairs, splits, results)
