@@ -36,19 +36,23 @@ def fail(message: str, code: int = 2) -> None:
 
 
 def friendly_errors(func: Callable[..., Any]) -> Callable[..., Any]:
-    """The project's own errors (bad input, bad settings, missing files: ``EXPECTED_ERRORS``) print one clear
-    line and exit 2; anything else is a bug and keeps its traceback. ``--debug`` shows every traceback."""
+    """The project's own errors (bad input, bad settings, missing files, files the OS will not let us write:
+    ``EXPECTED_ERRORS``, ``expected_os_error``) print one clear line and exit 2; anything else is a bug and keeps its traceback. ``--debug`` shows every traceback."""
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        from infembed.data.errors import EXPECTED_ERRORS
+        from infembed.data.errors import EXPECTED_ERRORS, error_message, expected_os_error
 
         try:
             return func(*args, **kwargs)
         except EXPECTED_ERRORS as error:
             if debug_mode():
                 raise
-            fail(str(error))
+            fail(error_message(error))
+        except OSError as error:  # a read-only or full disk: the user's to fix; a network error is not one
+            if debug_mode() or not expected_os_error(error):
+                raise
+            fail(error_message(error))
 
     return wrapper
 
@@ -56,7 +60,10 @@ def friendly_errors(func: Callable[..., Any]) -> Callable[..., Any]:
 @app.callback()
 def _options(
     debug: bool = typer.Option(
-        False, "--debug", help="Show the full traceback of every error (also INFEMBED_DEBUG=1).", is_eager=True
+        False,
+        "--debug",
+        help="Show the full traceback of every error (also INFEMBED_DEBUG=1).",
+        is_eager=True,
     ),
 ) -> None:
     if debug:
@@ -87,7 +94,11 @@ def _register() -> None:
                 continue
             raise
         if kind == "typer":
-            app.add_typer(module.app, name="synth", help="Synthesise InF-IR training rows with an LLM, and analyse data sets.")
+            app.add_typer(
+                module.app,
+                name="synth",
+                help="Synthesise InF-IR training rows with an LLM, and analyse data sets.",
+            )
         else:
             module.register(app)
 

@@ -10,6 +10,7 @@ import typer
 
 from infembed.cli import app, console, friendly_errors
 from infembed.data.errors import SettingsError
+from infembed.data.jsonl import check_writable
 from infembed.settings import settings_command
 from infembed.train.config import TrainConfig
 
@@ -28,11 +29,19 @@ FLAGS = {
 @settings_command(TrainConfig, flags=FLAGS)
 def train_command(
     settings: dict[str, Any],
-    config: Path = typer.Option(None, "--config", help="YAML/JSON file with any of the settings below; flags override it."),
-    resume: bool = typer.Option(True, "--resume/--no-resume",
-                                help="Continue this run's newest checkpoint in --output (same settings and data)."),
-    overwrite: bool = typer.Option(False, "--overwrite",
-                                   help="Start over in an --output that holds an earlier training run, deleting what it holds."),
+    config: Path = typer.Option(
+        None, "--config", help="YAML/JSON file with any of the settings below; flags override it."
+    ),
+    resume: bool = typer.Option(
+        True,
+        "--resume/--no-resume",
+        help="Continue this run's newest checkpoint in --output (same settings and data).",
+    ),
+    overwrite: bool = typer.Option(
+        False,
+        "--overwrite",
+        help="Start over in an --output that holds an earlier training run, deleting what it holds.",
+    ),
 ) -> None:
     """Train an InF-Embed model with the paper's contrastive objectives (torchrun for several GPUs/processes)."""
     from infembed.train.trainer import summary_of, train
@@ -42,7 +51,10 @@ def train_command(
     cfg = TrainConfig.from_dict(merged)
     if not cfg.data:
         raise SettingsError("give --data (InF-IR rows) or a --config that sets data")
+    check_writable(cfg.output)  # before the rows and the model are loaded
     path = train(cfg, resume=resume, overwrite=overwrite)
     summary = summary_of(path)
-    console.print(f"saved [bold]{path}[/] ({summary['steps']} steps, {summary['seconds']:.0f} s, "
-                  f"{summary['pairs_per_s']:.1f} pairs/s, final loss {summary['final_loss']})")
+    console.print(
+        f"saved [bold]{path}[/] ({summary['steps']} steps, {summary['seconds']:.0f} s, "
+        f"{summary['pairs_per_s']:.1f} pairs/s, final loss {summary['final_loss']})"
+    )

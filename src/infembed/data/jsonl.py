@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import gzip
 import io
 import json
@@ -13,7 +14,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
-from infembed.data.errors import DataError
+from infembed.data.errors import DataError, os_error_reason
 
 
 def open_text(path: str | Path) -> TextIO:
@@ -177,18 +178,56 @@ def _publishable(path: str | Path, *, directory: bool = False) -> None:
     os.chmod(path, (0o777 if directory else 0o666) & ~_umask())
 
 
+# What the OS says when an output cannot be written; the user's to fix (choose another place, free space).
+_UNWRITABLE = (errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, errno.EDQUOT, errno.ENAMETOOLONG)
+
+
+@contextlib.contextmanager
+def _writing(target: Path, *, directory: bool = False, creating: bool = True) -> Iterator[None]:
+    """Turn the OS refusing to write ``target`` (no permission, a read-only or full disk) into a DataError that
+    names ``target`` (not a temporary file beside it) and the directory that refused: one line from the CLI.
+    ``creating``: the failing call made a new entry, so the refusing directory is the parent of its file name."""
+    try:
+        yield
+    except OSError as error:
+        if error.errno not in _UNWRITABLE:
+            raise
+        detail = os_error_reason(error)
+        if creating and error.filename is not None:
+            detail += f" in {Path(error.filename).parent}"
+        raise DataError(f"cannot be {'created' if directory else 'written'} ({detail})", target) from None
+
+
 def ensure_dir(path: str | Path) -> Path:
     """Create the directory ``path`` (and its parents) for an output, or say in one line why it cannot be: a file
-    stands where a directory must. Every output directory is made through here."""
+    stands where a directory must, or the OS refuses (no permission, read-only disk). Every output directory is
+    made through here."""
     path = Path(path)
     try:
-        path.mkdir(parents=True, exist_ok=True)
+        with _writing(path, directory=True):
+            path.mkdir(parents=True, exist_ok=True)
     except (FileExistsError, NotADirectoryError):
         blocker = next((p for p in [*reversed(path.parents), path] if p.exists() and not p.is_dir()), path)
         raise DataError(
             "is a file, so nothing can be written there", blocker, hint=f"writing {path}"
         ) from None
     return path
+
+
+def check_writable(path: str | Path) -> None:
+    """Refuse, before any work, an output path that cannot be written: the nearest existing directory at or
+    above ``path`` must be one this process may create entries in (a file there is refused by
+    :func:`ensure_dir`). For commands that would otherwise fail only after loading a model or encoding."""
+    path = Path(path).absolute()
+    existing = next((p for p in [path, *path.parents] if p.exists()), None)
+    if existing is None or not existing.is_dir():
+        return
+    if os.access(existing, os.W_OK | os.X_OK):
+        return
+    read_only = bool(os.statvfs(existing).f_flag & os.ST_RDONLY)
+    reason = "read-only file system" if read_only else "permission denied"
+    what = "created" if existing != path else "written"
+    raise DataError(f"cannot be {what} ({reason} in {existing})", path)
 
 
 def _make_parent(path: Path) -> None:
@@ -199,17 +238,20 @@ def _make_parent(path: Path) -> None:
 def atomic_path(path: str | Path) -> Iterator[Path]:
     """A temporary path beside ``path`` for writers that take a file name (faiss, matplotlib, numpy); it is
     renamed over ``path`` only when the block succeeds, so a crash never leaves a half-written file and never
-    destroys the previous one. The one place that does atomic replacement of a file (see :func:`atomic_write`)."""
+    destroys the previous one. The one place that does atomic replacement of a file (see :func:`atomic_write`).
+    An output the OS refuses (no permission, read-only or full disk) is a DataError naming ``path``."""
     path = Path(path)
     _make_parent(path)
     if path.is_dir():
         raise DataError("is a directory, expected a file name", path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    with _writing(path):
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
     try:
         yield Path(tmp)
-        _publishable(tmp)
-        os.replace(tmp, path)
+        with _writing(path, creating=False):
+            _publishable(tmp)
+            os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
@@ -222,8 +264,9 @@ def atomic_write(path: str | Path, mode: str = "w") -> Iterator[TextIO]:
     only when the block succeeds; the data is flushed to disk before the rename."""
     with atomic_path(path) as tmp, open(tmp, mode, encoding=None if "b" in mode else "utf-8") as handle:
         yield handle
-        handle.flush()
-        os.fsync(handle.fileno())
+        with _writing(Path(path), creating=False):
+            handle.flush()
+            os.fsync(handle.fileno())
 
 
 @contextlib.contextmanager
@@ -234,17 +277,19 @@ def atomic_dir(path: str | Path) -> Iterator[Path]:
 
     path = Path(path)
     _make_parent(path)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
+    with _writing(path, directory=True):
+        tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
     try:
         yield tmp
-        _publishable(tmp, directory=True)
-        if path.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".old", dir=path.parent))
-            os.replace(path, old / path.name)
-            os.replace(tmp, path)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(tmp, path)
+        with _writing(path, directory=True, creating=False):
+            _publishable(tmp, directory=True)
+            if path.exists():
+                old = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".old", dir=path.parent))
+                os.replace(path, old / path.name)
+                os.replace(tmp, path)
+                shutil.rmtree(old, ignore_errors=True)
+            else:
+                os.replace(tmp, path)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -272,9 +317,10 @@ class JsonlAppender:
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._repair()
-        self._handle = open(self.path, "a", encoding="utf-8")
+        ensure_dir(self.path.parent)
+        with _writing(self.path, creating=not self.path.exists()):
+            self._repair()
+            self._handle = open(self.path, "a", encoding="utf-8")
 
     def _repair(self) -> None:
         if not self.path.exists():
