@@ -398,14 +398,22 @@ def test_bytes_that_are_not_utf8_name_file_line_and_column(tmp_path):
 def test_a_lone_surrogate_escape_is_refused_where_it_is_read(tmp_path):
     """``"\\ud800"`` is valid JSON but not text: it used to load and then fail as a UnicodeEncodeError traceback
     when the index or the results were written. A proper pair (an emoji) is text and loads."""
-    root = bench_dir(tmp_path, corpus_jsonl=lines(CORPUS[0], '{"_id": "d2", "title": "", "text": "ok \\ud83d\\ude00 x"}',
-                                                  '{"_id": "d3", "text": "bad \\ud800 char"}'))
+    root = bench_dir(
+        tmp_path,
+        corpus_jsonl=lines(
+            CORPUS[0],
+            '{"_id": "d2", "title": "", "text": "ok \\ud83d\\ude00 x"}',
+            '{"_id": "d3", "text": "bad \\ud800 char"}',
+        ),
+    )
     with pytest.raises(DataError) as caught:
         benchmarks.load_benchmark(root)
     message = str(caught.value)
     assert "corpus.jsonl" in message and "line 3" in message and "field 'text'" in message
     assert "lone UTF-16 surrogate (\\ud800)" in message
-    (root / "corpus.jsonl").write_text(lines(*CORPUS[:1], '{"_id": "d2", "text": "ok \\ud83d\\ude00 x"}', *CORPUS[2:]))
+    (root / "corpus.jsonl").write_text(
+        lines(*CORPUS[:1], '{"_id": "d2", "text": "ok \\ud83d\\ude00 x"}', *CORPUS[2:])
+    )
     assert benchmarks.load_benchmark(root).corpus["d2"].text == "ok \U0001f600 x"
 
 
@@ -427,8 +435,11 @@ def test_integral_float_ids_are_the_integer_id(tmp_path):
             CORPUS[0], '{"_id": 4.0, "title": "", "text": "Boundary layer transition."}', CORPUS[2]
         ),
         qrels_og_tsv="query-id\tcorpus-id\tscore\nq1\td1\t1\nq1\t4\t1\n",
+        # candidates must be in the corpus (d2 is not, here)
+        top_ranked_jsonl='{"query-id": "q1", "corpus-ids": ["d1", 4, "d3"]}\n',
     )
     bench = benchmarks.load_benchmark(root)
+    assert bench.top_ranked == {"q1": ["d1", "4", "d3"]}
     assert "4" in bench.corpus and "4.0" not in bench.corpus
 
 

@@ -94,7 +94,8 @@ def test_trec_qrels_and_run_round_trip(tmp_path):
     formats.write_trec_run(tmp_path / "run.txt", scores, tag="dense")
     assert formats.read_trec_run(tmp_path / "run.txt") == scores  # scores survive exactly
     lines = (tmp_path / "run.txt").read_text().splitlines()
-    assert lines[0].split() == ["q1", "Q0", "b", "1", repr(1 / 3), "dense"]  # ties keep insertion order
+    # ties ranked as every metric ranks them: doc id descending (tests/data/test_trec_run_files.py)
+    assert lines[0].split() == ["q1", "Q0", "c", "1", repr(1 / 3), "dense"]
     assert [line.split()[3] for line in lines[:4]] == ["1", "2", "3", "4"]
 
 

@@ -2,7 +2,8 @@
 
 * Qrels TSV with a header (``query-id corpus-id score``), BEIR's and FollowIR's: :func:`iter_qrels_tsv`
   (judgments in file order, with their lines), :func:`read_qrels_tsv`, :func:`write_qrels_tsv`.
-* TREC qrels and run files: :func:`read_trec_qrels`, :func:`write_trec_run`, :func:`read_trec_run`.
+* TREC qrels and run files: :func:`read_trec_qrels`, :func:`write_trec_run`, :func:`read_trec_run`
+  (:func:`iter_trec_run` line by line, :func:`trec_run_tag`).
 * ``corpus.jsonl`` {``_id``, ``title``, ``text``}: :func:`read_corpus`, :func:`write_corpus`.
 * ``queries.jsonl`` {``_id``, ``text``, ``instruction_og``, ``instruction_changed``}:
   :func:`read_instruction_queries`, :func:`write_instruction_queries`.
@@ -19,7 +20,7 @@ Whole benchmarks (dirs and names) are read by :func:`infembed.data.benchmarks.lo
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -133,18 +134,38 @@ def read_trec_qrels(path: str | Path) -> Qrels:
     return qrels
 
 
-def write_trec_run(path: str | Path, run: dict[str, dict[str, float]], tag: str = "infembed") -> None:
-    """TREC run: ``qid Q0 docid rank score tag``, ranks by descending score."""
+def write_trec_run(path: str | Path, run: Mapping[str, Mapping[str, float]], tag: str = "infembed") -> None:
+    """TREC run, the 6-column format of trec_eval: ``qid Q0 docid rank score tag``, one line per document.
+
+    Each query's documents are ranked in the order every metric here uses, score then doc id descending (the
+    tie rule of trec_eval, pytrec_eval and mteb), so the ranks agree with what the scores mean to any tool.
+    Scores are written with ``repr``, the shortest text that reads back to the same float: a run read back
+    with :func:`read_trec_run` is the same run, ties included. Ids and the tag must not hold whitespace."""
+    if not tag or any(c.isspace() for c in tag):
+        raise DataError(f"the run tag {tag!r} must be one word (no whitespace)", path, field="tag")
+    for qid, scores in run.items():
+        _trec_word(qid, path, "qid")
+        for did in scores:
+            _trec_word(did, path, "docid")
     with atomic_write(path) as handle:
         for qid, scores in run.items():
-            ranked = sorted(scores.items(), key=lambda item: item[1], reverse=True)
+            ranked = sorted(scores.items(), key=lambda item: (float(item[1]), item[0]), reverse=True)
             for rank, (did, score) in enumerate(ranked, start=1):
-                # repr() is the shortest text that reads back to the same float, so ties and order survive
                 handle.write(f"{qid} Q0 {did} {rank} {float(score)!r} {tag}\n")
 
 
-def read_trec_run(path: str | Path) -> dict[str, dict[str, float]]:
-    run: dict[str, dict[str, float]] = {}
+def _trec_word(value: str, path: str | Path, field: str) -> None:
+    if not value or any(c.isspace() for c in value):
+        raise DataError(
+            f"{value!r} cannot be written in a TREC run (empty or holds whitespace)", path, field=field
+        )
+
+
+def iter_trec_run(path: str | Path) -> Iterator[tuple[int, str, str, int, float, str]]:
+    """The lines of a TREC run as ``(line, qid, docid, rank, score, tag)`` (blank lines skipped; the ``Q0``
+    column is ignored, as trec_eval does). Refused, naming file, line and field: a line without 6 columns, a
+    rank that is not a whole number >= 0 (0-based ranks exist in the wild; ranks are checked, never used:
+    trec_eval ranks by score), a score that is not a finite number."""
     for number, line in iter_lines(path):
         if not line.strip():
             continue
@@ -153,19 +174,49 @@ def read_trec_run(path: str | Path) -> dict[str, dict[str, float]]:
             raise DataError(
                 f"expected 6 columns (qid Q0 docid rank score tag), got {len(parts)}", path, number
             )
+        qid, _, did, rank_text, score_text, tag = parts
         try:
-            score = float(parts[4])
+            rank = int(rank_text)
         except ValueError:
-            raise DataError(f"score {parts[4]!r} is not a number", path, number, "score") from None
+            rank = -1
+        if rank < 0:
+            raise DataError(f"rank {rank_text!r} is not a whole number >= 0", path, number, "rank")
+        try:
+            score = float(score_text)
+        except ValueError:
+            raise DataError(f"score {score_text!r} is not a number", path, number, "score") from None
         if not math.isfinite(score):
-            raise DataError(f"score {parts[4]!r} is not a finite number", path, number, "score")
-        docs = run.setdefault(parts[0], {})
-        if parts[2] in docs:
-            raise DataError(
-                f"document {parts[2]!r} appears twice for query {parts[0]!r}", path, number, "docid"
-            )
-        docs[parts[2]] = score
+            raise DataError(f"score {score_text!r} is not a finite number", path, number, "score")
+        yield number, qid, did, rank, score, tag
+
+
+def read_trec_run(
+    path: str | Path, query_ids: Collection[str] | None = None, doc_ids: Collection[str] | None = None
+) -> dict[str, dict[str, float]]:
+    """A TREC run as ``qid -> docid -> score`` (see :func:`iter_trec_run` for the line checks). A document twice
+    for a query is refused (its score would be ambiguous); so are, when given, a query id not in ``query_ids``
+    and a document id not in ``doc_ids`` (a run of another collection or topic set, not one to score here);
+    and a file without one run line."""
+    run: dict[str, dict[str, float]] = {}
+    for number, qid, did, _, score, _ in iter_trec_run(path):
+        if query_ids is not None and qid not in query_ids:
+            raise DataError(f"query {qid!r} is not a query of the benchmark", path, number, "qid")
+        if doc_ids is not None and did not in doc_ids:
+            raise DataError(f"document {did!r} is not in the benchmark's corpus", path, number, "docid")
+        docs = run.setdefault(qid, {})
+        if did in docs:
+            raise DataError(f"document {did!r} appears twice for query {qid!r}", path, number, "docid")
+        docs[did] = score
+    if not run:
+        raise DataError("holds no run line (qid Q0 docid rank score tag)", path)
     return run
+
+
+def trec_run_tag(path: str | Path) -> str:
+    """The tag (6th column) of a TREC run's first line: the name of the system that made it."""
+    for _, _, _, _, _, tag in iter_trec_run(path):
+        return tag
+    raise DataError("holds no run line (qid Q0 docid rank score tag)", path)
 
 
 # --------------------------------------------------------------------------------------------- corpus, queries
@@ -228,9 +279,9 @@ def write_instruction_queries(path: str | Path, queries: Mapping[str, Instructio
     return write_jsonl(path, rows)
 
 
-def read_id_lists(path: str | Path) -> dict[str, list[str]]:
-    """``{query-id, corpus-ids}`` rows (top_ranked.jsonl, excluded.jsonl, changed.jsonl) as qid -> doc ids."""
-    out: dict[str, list[str]] = {}
+def iter_id_lists(path: str | Path) -> Iterator[tuple[int, str, list[str]]]:
+    """``{query-id, corpus-ids}`` rows as ``(line, query-id, doc ids)``, in file order (for a reader that checks
+    the ids and must say on which line)."""
     for line, obj in iter_jsonl(path):
         qid = require_id(obj, "query-id", path, line)
         ids = obj.get("corpus-ids")
@@ -238,8 +289,12 @@ def read_id_lists(path: str | Path) -> dict[str, list[str]]:
             isinstance(i, (str, int)) and not isinstance(i, bool) for i in ids
         ):
             raise DataError("expected a list of document ids", path, line, "corpus-ids")
-        out[qid] = [str(i) for i in ids]
-    return out
+        yield line, qid, [str(i) for i in ids]
+
+
+def read_id_lists(path: str | Path) -> dict[str, list[str]]:
+    """``{query-id, corpus-ids}`` rows (top_ranked.jsonl, excluded.jsonl, changed.jsonl) as qid -> doc ids."""
+    return {qid: ids for _, qid, ids in iter_id_lists(path)}
 
 
 def write_id_lists(path: str | Path, lists: Mapping[str, list[str]]) -> int:

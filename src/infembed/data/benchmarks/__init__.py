@@ -17,6 +17,7 @@ Example::
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,21 +28,45 @@ from infembed.data.errors import DataError
 from infembed.data.records import Benchmark
 
 
-def load_benchmark(spec: str | Path, **kwargs: Any) -> Benchmark:
+def load_benchmark(spec: str | Path, *, data_dirs: Sequence[str | Path] = (), **kwargs: Any) -> Benchmark:
     """A benchmark from a local dir (instruction benchmark or BEIR) or a registered name (``followir/core17``,
-    ``bright/biology``, ``mair/<task>`` ...; see :mod:`infembed.data.benchmarks.registry`)."""
+    ``bright/biology``, ``mair/<task>`` ...; see :mod:`infembed.data.benchmarks.registry`). A bare name that is
+    neither is looked up in ``data_dirs`` (the CLI passes its data dir, ``$INFEMBED_DATA_DIR``):
+    see :func:`locate_benchmark`."""
+    where = locate_benchmark(spec, data_dirs)
+    if isinstance(where, str):
+        return load_named_benchmark(where, **kwargs)
+    if (where / "qrels_og.tsv").exists():
+        return load_instruction_benchmark(where)
+    if (where / "qrels").is_dir():
+        return load_beir(where, **kwargs)
+    raise DataError(
+        "not a benchmark dir (no qrels_og.tsv and no qrels/ folder)",
+        where,
+        hint="see docs/architecture.md for the layout",
+    )
+
+
+def locate_benchmark(spec: str | Path, data_dirs: Sequence[str | Path] = ()) -> Path | str:
+    """Where ``spec`` is read from, in this order: an existing path (as given), a registered name (returned as
+    the name), ``<data dir>/<spec>`` for the first of ``data_dirs`` that holds it. Found nowhere: a
+    :class:`DataError` listing the known names and every place it looked."""
     path = Path(spec)
     if path.exists():
-        if (path / "qrels_og.tsv").exists():
-            return load_instruction_benchmark(path)
-        if (path / "qrels").is_dir():
-            return load_beir(path, **kwargs)
-        raise DataError(
-            "not a benchmark dir (no qrels_og.tsv and no qrels/ folder)",
-            path,
-            hint="see docs/architecture.md for the layout",
-        )
-    return load_named_benchmark(str(spec), **kwargs)
+        return path
+    try:
+        resolve(str(spec))
+        return str(spec)
+    except DataError as unknown:
+        reason = unknown.reason
+    places = [path if path.is_absolute() else Path.cwd() / path]
+    if not path.is_absolute():
+        for folder in data_dirs:
+            candidate = Path(folder) / path
+            if candidate.exists():
+                return candidate
+            places.append(candidate)
+    raise DataError(f"{reason} Looked for a directory at: {', '.join(map(str, places))}.")
 
 
 _OPTIONS = {
@@ -93,4 +118,4 @@ def load_named_benchmark(name: str, **options: Any) -> Benchmark:
     )
 
 
-__all__ = ["load_benchmark", "load_named_benchmark"]
+__all__ = ["load_benchmark", "load_named_benchmark", "locate_benchmark"]

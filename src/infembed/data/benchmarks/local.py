@@ -11,8 +11,10 @@ import json
 import logging
 from pathlib import Path
 
+from infembed.data.benchmarks.registry import VALID_METRICS, is_metric_name
 from infembed.data.errors import DataError
 from infembed.data.formats import (
+    iter_id_lists,
     read_corpus,
     read_id_lists,
     read_instruction_queries,
@@ -54,7 +56,7 @@ def load_instruction_benchmark(path: str | Path, name: str | None = None) -> Ben
         _check_judgments(qrels_changed, corpus, root / "qrels_changed.tsv")
         _check_instructions(qrels_og, queries, qfile)
     tfile = root / "top_ranked.jsonl"
-    top_ranked = read_id_lists(tfile) if tfile.exists() else None
+    top_ranked = _read_candidates(tfile, corpus) if tfile.exists() else None
     excluded = read_id_lists(root / "excluded.jsonl") if (root / "excluded.jsonl").exists() else None
     # the data set's own changed documents (FollowIR's qrel_diff), kept when a hub benchmark is saved
     changed = read_id_lists(root / "changed.jsonl") if (root / "changed.jsonl").exists() else None
@@ -70,6 +72,12 @@ def load_instruction_benchmark(path: str | Path, name: str | None = None) -> Ben
         if not isinstance(meta, dict) or not isinstance(meta.get("main_score", main_score), str):
             raise DataError("expected an object with a string main_score", meta_path, field="main_score")
         main_score = meta.get("main_score", main_score)
+        if not is_metric_name(main_score):  # else the headline score is NaN
+            raise DataError(
+                f"{main_score!r} is not a metric infembed computes; valid: {VALID_METRICS}",
+                meta_path,
+                field="main_score",
+            )
         main_score_source = str(meta.get("main_score_source") or "")
     return Benchmark(
         name=name or root.name,
@@ -84,6 +92,24 @@ def load_instruction_benchmark(path: str | Path, name: str | None = None) -> Ben
         main_score_source=main_score_source,
         changed_documents=changed,
     )
+
+
+def _read_candidates(path: Path, corpus: dict[str, Document]) -> dict[str, list[str]]:
+    """``top_ranked.jsonl``: every candidate must be a document of the corpus. mteb fails on an unknown one (a
+    KeyError); dropping it would silently score a shorter list than the benchmark's."""
+    lists: dict[str, list[str]] = {}
+    for line, qid, ids in iter_id_lists(path):
+        unknown = [d for d in ids if d not in corpus]
+        if unknown:
+            more = f" (and {len(unknown) - 1} more)" if len(unknown) > 1 else ""
+            raise DataError(
+                f"query {qid!r}: candidate {unknown[0]!r}{more} is not in corpus.jsonl",
+                path,
+                line,
+                "corpus-ids",
+            )
+        lists[qid] = ids
+    return lists
 
 
 def _check_ids(qrels: dict[str, dict[str, int]], queries: dict[str, InstructionQuery], path: Path) -> None:

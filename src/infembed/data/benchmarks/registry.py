@@ -18,9 +18,21 @@ The family modules (:mod:`~infembed.data.benchmarks.followir`, ``bright``, ``mai
 from __future__ import annotations
 
 import difflib
+import re
 from dataclasses import dataclass
 
 from infembed.data.errors import DataError
+
+#: the metrics evaluation computes (``infembed.evaluate.metrics.trec_scores``), by family, each ``<family>_at_<k>``
+METRIC_FAMILIES = ("map", "ndcg", "recall", "precision", "mrr")
+_METRIC = re.compile(rf"({'|'.join(METRIC_FAMILIES)})_at_([1-9][0-9]*)")
+VALID_METRICS = "map_at_K, ndcg_at_K, recall_at_K, precision_at_K or mrr_at_K with a whole K >= 1 (e.g. map_at_1000, ndcg_at_10, ndcg_at_5)"
+
+
+def is_metric_name(name: object) -> bool:
+    """Whether ``name`` is a metric the evaluation computes, so it can be a benchmark's headline (main score)."""
+    return isinstance(name, str) and _METRIC.fullmatch(name) is not None
+
 
 FOLLOWIR_CITATION = """@misc{weller2024followir,
   title = {FollowIR: Evaluating and Teaching Information Retrieval Models to Follow Instructions},
