@@ -225,7 +225,13 @@ def flag_parameters(
             help_text = f"{help_text} (default: {shown})".strip()
         annotation = list[base] | None if is_list else base | None  # type: ignore[valid-type]
         envvar = f.metadata.get("envvar")
-        option = typer.Option(None, *names, help=help_text, show_default=False, envvar=envvar)
+        # a list setting is one value per flag, the flag repeated: show the value's type, not "<list[str]>"
+        metavar = f"<{base.__name__}>" if is_list else None
+        if is_list and "repeat" not in help_text.lower():
+            help_text = f"{help_text} (repeatable)".strip()
+        option = typer.Option(
+            None, *names, help=help_text, show_default=False, envvar=envvar, metavar=metavar
+        )
         params.append(
             inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=option, annotation=annotation)
         )

@@ -18,6 +18,10 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
+    # click's own help layout: option names in full on the left, help wrapped beside them, flags without a
+    # value type. typer's rich panels cut long names ("--learning-rate,-…") and show "<bool>" for every flag
+    # at 80 columns. Sub-apps get the same mode in _register.
+    rich_markup_mode=None,
 )
 console = Console(stderr=True)
 
@@ -57,6 +61,28 @@ def friendly_errors(func: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
+def versions() -> dict[str, str]:
+    """The versions that decide the numbers: infembed, Python and the model libraries (read from the installed
+    packages' metadata, so ``--version`` does not import torch)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    from infembed import __version__
+
+    found = {"infembed": __version__, "python": sys.version.split()[0]}
+    for package in ("torch", "transformers", "sentence-transformers", "faiss-cpu", "bm25s"):
+        try:
+            found[package] = version(package)
+        except PackageNotFoundError:
+            found[package] = "not installed"
+    return found
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(" ".join(f"{name} {number}" for name, number in versions().items()))
+        raise typer.Exit()
+
+
 @app.callback()
 def _options(
     debug: bool = typer.Option(
@@ -64,6 +90,13 @@ def _options(
         "--debug",
         help="Show the full traceback of every error (also INFEMBED_DEBUG=1).",
         is_eager=True,
+    ),
+    version: bool = typer.Option(
+        False,
+        "--version",
+        help="Print the versions of infembed, Python, torch, transformers, sentence-transformers and exit.",
+        is_eager=True,
+        callback=_print_version,
     ),
 ) -> None:
     if debug:
@@ -80,7 +113,15 @@ def data_dir(explicit: Path | None = None) -> Path:
     return Path("../shared/data")
 
 
+_registered = False
+
+
 def _register() -> None:
+    """Add every verb to ``app`` (once)."""
+    global _registered
+    if _registered:
+        return
+    _registered = True
     from infembed.cli import demo as _demo  # noqa: F401
     from infembed.cli import evaluate as _evaluate  # noqa: F401  (commands register on import)
     from infembed.cli import exclusions as _exclusions  # noqa: F401
@@ -94,6 +135,7 @@ def _register() -> None:
                 continue
             raise
         if kind == "typer":
+            module.app.rich_markup_mode = app.rich_markup_mode  # the same help layout as the top-level verbs
             app.add_typer(
                 module.app,
                 name="synth",
