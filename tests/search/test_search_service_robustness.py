@@ -80,7 +80,9 @@ def test_a_failure_inside_the_batch_goes_to_its_request_only(flat_index):
     bad = responses.pop(5)
     assert bad.status_code == 500 and "RuntimeError" in bad.json()["detail"]
     assert [r.status_code for r in responses] == [200] * n
-    assert [r.json()["hits"][0]["id"] for r in responses] == [EXPECTED[i % len(EXPECTED)][2] for i in range(n)]
+    assert [r.json()["hits"][0]["id"] for r in responses] == [
+        EXPECTED[i % len(EXPECTED)][2] for i in range(n)
+    ]
     assert stats["failed_batches"] >= 1
 
 
@@ -89,7 +91,10 @@ def test_a_non_ascii_api_key_matches_when_sent_as_utf8(flat_index, how):
     key = "clé-schlüssel-🔑"
     raw = key.encode("utf-8")
     headers = {"authorization": b"Bearer " + raw} if how == "bearer" else {"x-api-key": raw}
-    with BackgroundServer(create_app(flat_index, api_key=key)) as url, httpx.Client(base_url=url, timeout=60) as c:
+    with (
+        BackgroundServer(create_app(flat_index, api_key=key)) as url,
+        httpx.Client(base_url=url, timeout=60) as c,
+    ):
         ok = c.post("/search", json={"query": "how do bees make honey", "k": 1}, headers=headers)
         assert ok.status_code == 200 and ok.json()["hits"][0]["id"] == "bees"
         wrong = {"x-api-key": "clé-schlüssel-x".encode()}
@@ -139,8 +144,10 @@ def test_stalled_clients_are_dropped_and_cannot_lock_others_out(flat_index):
 
             # the headers, then half the body, then nothing: 408 once body_timeout has passed, and closed
             with socket.create_connection(address, timeout=5) as sock:
-                sock.sendall(b"POST /search HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                             b"Content-Length: 100\r\n\r\n{\"query\"")
+                sock.sendall(
+                    b"POST /search HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                    b'Content-Length: 100\r\n\r\n{"query"'
+                )
                 reply = _closed_by_server(sock, 5 * body_timeout)
         finally:
             for sock in stalled:
@@ -167,5 +174,6 @@ def test_serve_refuses_a_timeout_that_is_not_positive(flat_index, flag):
     register(cli)
     result = CliRunner().invoke(cli, ["serve", "--index", str(flat_index.path), "--port", "1", flag, "0"])
     assert result.exit_code == 2, result.output
-    assert f"{flag} must be a positive number of seconds, got 0" in result.output
+    setting = flag.removeprefix("--").replace("-", "_")  # the ServeSettings field behind the flag
+    assert f"{setting} must be a number > 0 (seconds); got 0" in result.output
     assert "Traceback" not in result.output

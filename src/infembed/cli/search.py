@@ -12,8 +12,8 @@ import typer
 from infembed.cli import console, friendly_errors
 from infembed.cli.evaluate import ExclusionLlmModel, ExclusionLlmUrl
 from infembed.data.errors import SettingsError
-from infembed.search.settings import IndexSettings
-from infembed.settings import settings_command
+from infembed.search.settings import IndexSettings, ServeSettings
+from infembed.settings import check_number, settings_command
 
 
 def _device(device: str | None) -> str | None:
@@ -218,12 +218,10 @@ def search_command(
         out.print(table)
 
 
+@settings_command(ServeSettings)
 def serve_command(
+    settings: dict[str, Any],
     index_dir: Path = typer.Option(..., "--index", "-i", help="Index directory written by `infembed index`."),
-    host: str = typer.Option(
-        "127.0.0.1", "--host", help="Address to bind; loopback by default. Use 0.0.0.0 only with --api-key."
-    ),
-    port: int = typer.Option(8000, "--port", help="TCP port."),
     api_key: str = typer.Option(
         None,
         "--api-key",
@@ -234,25 +232,6 @@ def serve_command(
         None, "--model", "-m", help="Model for queries (default: the index's own; another is refused)."
     ),
     device: str = typer.Option(None, "--device", help="cpu, cuda, ... (default: cuda if available)."),
-    max_batch: int = typer.Option(
-        64, "--max-batch", help="Most queries/texts per request, and per encoder call."
-    ),
-    max_text_chars: int = typer.Option(
-        4096, "--max-text-chars", help="Longest query, instruction or text accepted."
-    ),
-    max_k: int = typer.Option(100, "--max-k", help="Largest k accepted."),
-    max_wait_ms: float = typer.Option(
-        2.0, "--max-wait-ms", help="How long a request waits for others to share its encoder call."
-    ),
-    no_batching: bool = typer.Option(False, "--no-batching", help="Encode each request on its own."),
-    header_timeout: float = typer.Option(
-        10.0,
-        "--header-timeout",
-        help="Seconds a client has to send a request's headers; slower ones are dropped.",
-    ),
-    body_timeout: float = typer.Option(
-        30.0, "--body-timeout", help="Seconds a client has to send a request's body; slower ones get 408."
-    ),
     ef_search: int = typer.Option(None, "--ef-search", help="HNSW: candidates explored per search."),
     nprobe: int = typer.Option(None, "--nprobe", help="IVF: lists visited per search."),
     exclusions: str = typer.Option(
@@ -265,8 +244,12 @@ def serve_command(
 ) -> None:
     """Serve an index over HTTP: POST /search, POST /embed, GET /health, docs at /docs."""
     from infembed.cli.evaluate import exclusion_splitter_from_flags
-    from infembed.search.server import serve
+    from infembed.search.server import check_port, serve
 
+    # every setting is checked, and the port tried, before the index and its model are loaded
+    serve_settings = ServeSettings(**settings)
+    check_number("ef_search", ef_search, minimum=1, integer=True, optional=True)
+    check_number("nprobe", nprobe, minimum=1, integer=True, optional=True)
     splitter = exclusion_splitter_from_flags(exclusions, exclusion_llm_url, exclusion_llm_model)
     if api_key is None and "INFEMBED_API_KEY" in os.environ:  # click reads an empty variable as unset
         api_key = os.environ["INFEMBED_API_KEY"]
@@ -275,26 +258,18 @@ def serve_command(
         raise SettingsError(
             "the API key is empty (--api-key or INFEMBED_API_KEY): give a key, or leave both unset"
         )
-    for flag, seconds in (("--header-timeout", header_timeout), ("--body-timeout", body_timeout)):
-        if not seconds > 0:
-            raise SettingsError(f"{flag} must be a positive number of seconds, got {seconds:g}")
-    console.print(f"loading {index_dir} ...; then serving on http://{host}:{port}  (API docs at /docs)")
+    check_port(serve_settings.host, serve_settings.port)
+    host, port = serve_settings.host, serve_settings.port
+    shown = f"[{host}]" if ":" in host else host
+    console.print(f"loading {index_dir} ...; then serving on http://{shown}:{port}  (API docs at /docs)")
     serve(
         str(index_dir),
-        host,
-        port,
-        api_key,
+        api_key=api_key,
+        settings=serve_settings,
         model=model,
         device=device,
         ef_search=ef_search,
         nprobe=nprobe,
-        max_batch=max_batch,
-        max_text_chars=max_text_chars,
-        max_k=max_k,
-        batching=not no_batching,
-        max_wait_ms=max_wait_ms,
-        header_timeout_s=header_timeout,
-        body_timeout_s=body_timeout,
         exclusions=exclusions,
         exclusion_splitter=splitter,
     )

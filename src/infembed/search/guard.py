@@ -1,5 +1,5 @@
-"""The service's ASGI guard: the API key on the protected paths, the body size bound and the body read
-deadline, all checked before a body is parsed."""
+"""The service's ASGI guard: the API key on the protected paths, the body size bound, the body read
+deadline and a JSON body's encoding (UTF-8), all checked before a body is parsed."""
 
 from __future__ import annotations
 
@@ -72,6 +72,10 @@ class Guard:
                 return
             if not message.get("more_body", False):
                 break
+        problem = _not_utf8_json(headers.get("content-type"), bytes(body))
+        if problem:
+            await _reply(send, 422, problem)
+            return
         replayed = False
 
         async def replay() -> dict:
@@ -82,6 +86,32 @@ class Guard:
             return await receive()
 
         await self.app(scope, replay, send)
+
+
+def json_typed(content_type: str | None) -> bool:
+    """Whether FastAPI parses a body of this Content-Type as JSON: none given, ``application/json`` or
+    ``application/*+json``."""
+    if not content_type:
+        return True
+    kind = content_type.split(";", 1)[0].strip().lower()
+    return kind == "application/json" or (kind.startswith("application/") and kind.endswith("+json"))
+
+
+def _not_utf8_json(content_type: str | None, body: bytes) -> str | None:
+    """Why a JSON body is not UTF-8, or None. Python's json.loads takes bytes in UTF-16 and UTF-32 too (it
+    guesses the encoding from the zero bytes), so such a body used to be accepted; JSON over HTTP is UTF-8."""
+    if not body or not json_typed(content_type):
+        return None
+    try:
+        body.decode("utf-8")
+    except UnicodeDecodeError as error:
+        return f"the request body is not valid UTF-8 (byte {error.start}); send JSON encoded as UTF-8"
+    if b"\x00" in body:  # UTF-16/UTF-32 text of ASCII characters is valid UTF-8, but full of NUL bytes
+        return (
+            f"the request body is not UTF-8 JSON (a NUL byte at byte {body.index(0)}, as in UTF-16 or UTF-32); "
+            "send JSON encoded as UTF-8"
+        )
+    return None
 
 
 def _key_ok(headers: dict[bytes, bytes], api_key: bytes) -> bool:

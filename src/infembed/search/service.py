@@ -43,10 +43,13 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from infembed import __version__
+from infembed.data.errors import SettingsError
 from infembed.data.jsonl import lone_surrogate
 from infembed.search.batcher import MicroBatcher
-from infembed.search.guard import Guard
+from infembed.search.guard import Guard, json_typed
 from infembed.search.index import Hit, Index
+from infembed.search.settings import ServeSettings
+from infembed.settings import check_number
 
 logger = logging.getLogger("infembed.search.service")
 
@@ -182,25 +185,51 @@ class EmbedResult(BaseModel):
     model: str | None
 
 
+#: pydantic's error types for a body that is not a JSON object at all (or is missing)
+_NOT_AN_OBJECT = ("model_attributes_type", "dict_type", "model_type", "missing")
+_BODY_EXAMPLES = {
+    "/search": '{"query": "...", "instruction": "...", "k": 10}',
+    "/embed": '{"texts": ["..."], "kind": "query"}',
+}
+
+
+def _body_problem(path: str, content_type: str | None, error: dict[str, Any]) -> str:
+    """What is wrong with a request body that is not a JSON object, and what is expected instead (pydantic
+    says only "Input should be a valid dictionary")."""
+    expected = (
+        f"a JSON object such as {_BODY_EXAMPLES.get(path, '{...}')} with Content-Type: application/json"
+    )
+    if not json_typed(content_type):
+        return f"the body must be {expected} (got Content-Type: {content_type})"
+    if error.get("type") == "missing":
+        return f"the body is empty: send {expected}"
+    kind = {list: "an array", str: "a string", int: "a number", float: "a number", bool: "true or false"}
+    given = kind.get(type(error.get("input")), "null" if error.get("input") is None else "something else")
+    return f"the body must be {expected}; got {given}"
+
+
 def create_app(
     index: Index,
     api_key: str | None = None,
+    settings: ServeSettings | None = None,
     *,
-    max_batch: int = 64,
-    max_text_chars: int = 4096,
-    max_k: int = 100,
-    batching: bool = True,
-    max_wait_ms: float = 2.0,
+    max_batch: int | None = None,
+    max_text_chars: int | None = None,
+    max_k: int | None = None,
+    batching: bool | None = None,
+    max_wait_ms: float | None = None,
     max_body_bytes: int | None = None,
     encode_batch_size: int = 64,
     exclusions: str = "rules",
     exclusion_splitter: Callable[[str], Any] | None = None,
-    body_timeout_s: float | None = 30.0,
+    body_timeout_s: float | None = None,
 ) -> Any:
     """A FastAPI app serving ``index``. ``api_key``: required on /search and /embed when set (header
-    ``Authorization: Bearer <key>`` or ``X-API-Key: <key>``, compared as UTF-8 bytes). ``batching=False``
-    encodes each request on its own (for comparison). ``body_timeout_s``: a request body must arrive within
-    this time (else 408). Limits: see the module docstring."""
+    ``Authorization: Bearer <key>`` or ``X-API-Key: <key>``, compared as UTF-8 bytes). ``settings``: a
+    :class:`~infembed.search.settings.ServeSettings` (limits, batching, timeouts; checked there); the keyword
+    arguments that are not None override its fields (``body_timeout_s`` is its ``body_timeout``: a request body
+    must arrive within this time, else 408). ``batching=False`` encodes each request on its own (for
+    comparison). Limits: see the module docstring."""
     from fastapi import Depends, FastAPI, HTTPException, Request
     from fastapi.exception_handlers import http_exception_handler
     from fastapi.exceptions import RequestValidationError
@@ -208,19 +237,27 @@ def create_app(
     from fastapi.security import APIKeyHeader, HTTPBearer
     from starlette.exceptions import HTTPException as StarletteHTTPException
 
-    if min(max_batch, max_text_chars, max_k) < 1:
-        raise ValueError("max_batch, max_text_chars and max_k must be at least 1")
+    settings = ServeSettings.of(
+        settings,
+        max_batch=max_batch,
+        max_text_chars=max_text_chars,
+        max_k=max_k,
+        batching=batching,
+        max_wait_ms=max_wait_ms,
+        body_timeout=body_timeout_s,
+    )
+    max_batch, max_text_chars, max_k = settings.max_batch, settings.max_text_chars, settings.max_k
+    check_number("max_body_bytes", max_body_bytes, minimum=1, integer=True, optional=True)
+    check_number("encode_batch_size", encode_batch_size, minimum=1, integer=True)
     if api_key is not None and not api_key.strip():
-        raise ValueError("the API key is empty")
-    if body_timeout_s is not None and not body_timeout_s > 0:
-        raise ValueError(f"body_timeout_s must be positive, got {body_timeout_s}")
+        raise SettingsError("the API key is empty")
     if max_body_bytes is None:
         # room for max_batch (query + instruction) pairs of max_text_chars, JSON-escaped (up to 6 bytes a char)
         max_body_bytes = 2 * max_batch * max_text_chars * 6 + 65536
 
     default_exclusions = index.exclusion_settings(exclusions)
     if default_exclusions.splitter == "llm" and exclusion_splitter is None:
-        raise ValueError(
+        raise SettingsError(
             "exclusions 'llm' needs an exclusion splitter (--exclusion-llm-url/--exclusion-llm-model)"
         )
 
@@ -251,11 +288,11 @@ def create_app(
     def run_passage_embeddings(items: list[str]) -> list[Any]:
         return list(index.model.encode_passages(items, batch_size=encode_batch_size))
 
-    settings = {"max_batch": max_batch, "max_wait_ms": max_wait_ms, "enabled": batching}
+    batching = {"max_batch": max_batch, "max_wait_ms": settings.max_wait_ms, "enabled": settings.batching}
     batchers = {
-        "search": MicroBatcher(run_searches, None, **settings),
-        "query": MicroBatcher(run_query_embeddings, None, **settings),
-        "passage": MicroBatcher(run_passage_embeddings, None, **settings),
+        "search": MicroBatcher(run_searches, None, **batching),
+        "query": MicroBatcher(run_query_embeddings, None, **batching),
+        "passage": MicroBatcher(run_passage_embeddings, None, **batching),
     }
 
     @contextlib.asynccontextmanager
@@ -292,7 +329,9 @@ def create_app(
     )
     app.state.index = index
     app.state.batchers = batchers
-    app.add_middleware(Guard, api_key=api_key, max_body_bytes=max_body_bytes, body_timeout_s=body_timeout_s)
+    app.add_middleware(
+        Guard, api_key=api_key, max_body_bytes=max_body_bytes, body_timeout_s=settings.body_timeout
+    )
     # Declared for the OpenAPI docs ("Authorize" button); the Guard middleware does the enforcing.
     security = (
         []
@@ -302,9 +341,13 @@ def create_app(
     dependencies = [Depends(s) for s in security]
 
     @app.exception_handler(RequestValidationError)
-    async def _validation_error(_request: Request, error: RequestValidationError) -> JSONResponse:
+    async def _validation_error(request: Request, error: RequestValidationError) -> JSONResponse:
         problems = []
         for e in error.errors():
+            whole = tuple(e.get("loc", ())) == ("body",) and e.get("type") in _NOT_AN_OBJECT
+            if whole:  # the body as a whole: not a JSON object, or none
+                problems.append(_body_problem(request.url.path, request.headers.get("content-type"), e))
+                continue
             where = ".".join(str(part) for part in e.get("loc", ()) if part != "body") or "body"
             message = str(e.get("msg", "invalid")).removeprefix("Value error, ")
             problems.append(f"{where}: {message}")

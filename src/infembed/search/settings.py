@@ -27,9 +27,12 @@ class IndexSettings:
     hnsw_m: int = setting(32, "HNSW: graph neighbours per node.")
     ef_construction: int = setting(200, "HNSW: candidates explored while building.")
     ef_search: int = setting(128, "HNSW: candidates explored per search, unless a search says otherwise.")
-    nlist: int | None = setting(None, "IVF: number of lists (default: 4 * sqrt(documents), at most 1 per 39).")
-    nprobe: int | None = setting(None, "IVF: lists visited per search, unless a search says otherwise "
-                                 "(default: min(nlist, 32)).")
+    nlist: int | None = setting(
+        None, "IVF: number of lists (default: 4 * sqrt(documents), at most 1 per 39)."
+    )
+    nprobe: int | None = setting(
+        None, "IVF: lists visited per search, unless a search says otherwise (default: min(nlist, 32))."
+    )
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -49,7 +52,9 @@ class IndexSettings:
         names = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(overrides) - names)
         if unknown:
-            raise SettingsError(f"unknown index setting(s) {', '.join(unknown)}; known: {', '.join(sorted(names))}")
+            raise SettingsError(
+                f"unknown index setting(s) {', '.join(unknown)}; known: {', '.join(sorted(names))}"
+            )
         given = {k: v for k, v in overrides.items() if v is not None}
         return dataclasses.replace(settings or cls(), **given)
 
@@ -60,3 +65,71 @@ class IndexSettings:
 
     def ivf_probes(self, count: int) -> int:
         return int(self.nprobe or min(self.ivf_lists(count), 32))
+
+
+#: A request waits at most this long for others to share its encoder call: beyond it, a lone request would
+#: wait for company that may never come (``inf`` made every /search hang, and the server deaf to SIGTERM).
+MAX_WAIT_MS_LIMIT = 1000
+
+
+@dataclass(frozen=True)
+class ServeSettings:
+    """How ``infembed serve`` (:func:`~infembed.search.server.serve`) and
+    :func:`~infembed.search.service.create_app` serve an index: the address, the per-request limits, the request
+    batching and the timeouts. Declared once: the ``serve`` flags come from these fields, and every value is
+    checked here, before the index or its model is loaded."""
+
+    host: str = setting("127.0.0.1", "Address to bind; loopback by default. Use 0.0.0.0 only with --api-key.")
+    port: int = setting(8000, "TCP port.")
+    max_batch: int = setting(64, "Most queries/texts per request, and per encoder call.")
+    max_text_chars: int = setting(4096, "Longest query, instruction or text accepted.")
+    max_k: int = setting(100, "Largest k accepted.")
+    max_wait_ms: float = setting(
+        2.0, f"How long a request waits for others to share its encoder call (0 to {MAX_WAIT_MS_LIMIT} ms)."
+    )
+    batching: bool = setting(
+        True, "Share encoder calls between concurrent requests (--no-batching: each alone)."
+    )
+    header_timeout: float = setting(
+        10.0, "Seconds a client has to send a request's headers; slower ones are dropped."
+    )
+    body_timeout: float | None = setting(
+        30.0, "Seconds a client has to send a request's body; slower ones get 408."
+    )
+    limit_concurrency: int = setting(256, "Open connections served at once; more get 503.")
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.host, str) or not self.host.strip():
+            raise SettingsError(
+                f"host must be an address to bind (127.0.0.1, 0.0.0.0, ::1), got {self.host!r}"
+            )
+        check_number("port", self.port, minimum=1, maximum=65535, integer=True)
+        check_number("max_batch", self.max_batch, minimum=1, integer=True)
+        check_number("max_text_chars", self.max_text_chars, minimum=1, integer=True)
+        check_number("max_k", self.max_k, minimum=1, integer=True)
+        check_number(
+            "max_wait_ms",
+            self.max_wait_ms,
+            minimum=0,
+            maximum=MAX_WAIT_MS_LIMIT,
+            why="how long a request waits for others to share its encoder call",
+        )
+        if not isinstance(self.batching, bool):
+            raise SettingsError(f"batching must be true or false, got {self.batching!r}")
+        check_number("header_timeout", self.header_timeout, above=0, why="seconds")
+        # None (the library only): no deadline for a request body
+        check_number("body_timeout", self.body_timeout, above=0, optional=True, why="seconds")
+        check_number("limit_concurrency", self.limit_concurrency, minimum=1, integer=True)
+
+    @classmethod
+    def of(cls, settings: ServeSettings | None = None, **overrides: object) -> ServeSettings:
+        """``settings`` (default: the defaults) with the keyword arguments that are not None put in; an unknown
+        name is a SettingsError listing the known ones."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(overrides) - names)
+        if unknown:
+            raise SettingsError(
+                f"unknown serve setting(s) {', '.join(unknown)}; known: {', '.join(sorted(names))}"
+            )
+        given = {k: v for k, v in overrides.items() if v is not None}
+        return dataclasses.replace(settings or cls(), **given)
