@@ -15,7 +15,11 @@ answer, and it can misbehave on demand:
   ``html`` (an nginx "502 Bad Gateway" page as the answer text), ``malformed`` (a 200 whose body is not
   JSON) or ``no_choices`` (a 200 with ``"choices": []``), or answer with an HTTP ``status`` (and the error
   ``message``); ``trickle``: seconds between the bytes of the answer's body (a server that never stalls
-  long but never finishes either); ``times`` matches (default 1, -1 for always).
+  long but never finishes either); ``times`` matches (default 1, -1 for always);
+* ``tag``: a text put into every generated instruction (``(from TAG)``), so that two servers answer the same
+  prompt differently and a test can tell whose answers a row holds;
+* ``models``: the ``data`` list ``GET /v1/models`` answers (default one ``fake-model``), e.g. one entry
+  ``{"id": "/models/a.gguf", "owned_by": "llamacpp"}`` as llama.cpp's server reports the file it serves.
 
 How the answers are made, so that the judge can be right: I+ ends with ``ref <hash of P+>``; a negative
 passage written for (I, Q) carries the marker ``<hash I>-<hash Q>``; the judge picks the candidate carrying
@@ -85,6 +89,8 @@ class Behaviour:
         self.fail_next = list(config.get("fail_next", []))
         self.fail_all = config.get("fail_all")
         self.rules = [dict(r) for r in config.get("rules", [])]
+        self.tag = str(config.get("tag", ""))
+        self.models = list(config.get("models", [{"id": "fake-model", "object": "model"}]))
         rows = config.get("replay", [])
         self.by_query = {r["query_positive"]: r for r in rows} | {r["query_negative"]: r for r in rows}
         self.lock = threading.Lock()
@@ -152,8 +158,9 @@ def _split_task(messages: list[dict[str, Any]]) -> str | None:
     return "split" if first_system == LLM_SYSTEM_PROMPT else None
 
 
-def answer(task: str | None, content: str, reply: str | None) -> tuple[str, str]:
-    """(answer text, finish_reason) for a prompt; ``reply`` is a rule's misbehaviour."""
+def answer(task: str | None, content: str, reply: str | None, tag: str = "") -> tuple[str, str]:
+    """(answer text, finish_reason) for a prompt; ``reply`` is a rule's misbehaviour; ``tag`` marks the
+    instructions this server writes."""
     if task and task.startswith("benchmark_") and reply is None:
         return benchmark_answer(task, content) or "", "stop"
     if task == "split" and reply is None:
@@ -175,7 +182,8 @@ def answer(task: str | None, content: str, reply: str | None) -> tuple[str, str]
     if task == "instruction":
         passage = _block(content, "Relevant passage")
         words = ", ".join(_words(passage))
-        text = f"Instruction: Prefer passages that explain {words} in plain terms, ref {text_hash(passage)}."
+        mark = f" (from {tag})" if tag else ""
+        text = f"Instruction: Prefer passages that explain {words} in plain terms{mark}, ref {text_hash(passage)}."
     elif task == "poison_instruction":
         if reply == "echo":
             return f"Instruction: {instruction}", "stop"
@@ -263,7 +271,9 @@ class _Handler(BaseHTTPRequestHandler):
         if self.path == "/admin/stats":
             self._send(200, self.server.stats())
         elif self.path.rstrip("/").endswith("/models"):
-            self._send(200, {"object": "list", "data": [{"id": "fake-model", "object": "model"}]})
+            with self.server.lock:
+                self.server.counts["models"] += 1
+            self._send(200, {"object": "list", "data": self.server.behaviour.models})
         else:
             self._send(404, {"error": {"message": "not found"}})
 
@@ -312,6 +322,7 @@ class _Server(ThreadingHTTPServer):
                 "requests": self.counts["requests"],
                 "answered": self.counts["answered"],
                 "failed": self.counts["failed"],
+                "models": self.counts["models"],
                 "by_task": by_task,
             }
 
@@ -352,7 +363,9 @@ class _Server(ThreadingHTTPServer):
             handler._send(200, {"id": "chatcmpl-x", "object": "chat.completion", "choices": []})
             return
         replayed = replay(task, content, behaviour.by_query) if behaviour.by_query and not reply else None
-        text, finish = (replayed, "stop") if replayed is not None else answer(task, content, reply)
+        text, finish = (
+            (replayed, "stop") if replayed is not None else answer(task, content, reply, behaviour.tag)
+        )
         if body.get("response_format") and reply is None and finish == "stop":
             text = as_json(text)  # as a server with JSON-constrained output answers
         all_text = " ".join(str(m.get("content") or "") for m in messages)

@@ -5,9 +5,14 @@ side by side with keep rates and kappa."""
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import socket
+import subprocess
+import sys
 import time
 
+import pytest
 from typer.testing import CliRunner
 
 from infembed.cli.synth import app
@@ -172,3 +177,32 @@ def test_stats_side_by_side_with_keep_rates_and_kappa(server, seed_dir, tmp_path
 
     result = runner.invoke(app, ["stats", str(tmp_path / "nothing.jsonl"), "--no-aps"])
     assert result.exit_code == 2 and "file not found" in result.output
+
+
+def _unprivileged(command: list[str]) -> list[str]:
+    """``command`` run without the right to write where the mode bits forbid it (root has it: dropped)."""
+    if os.geteuid() != 0:
+        return command
+    if shutil.which("setpriv") is None:
+        pytest.skip("running as root without setpriv: cannot make a directory unwritable")
+    return ["setpriv", "--bounding-set=-dac_override,-dac_read_search", *command]
+
+
+def test_an_unwritable_output_is_one_line_naming_it(server, seed_dir, tmp_path):
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    (locked / "old-run").mkdir()
+    locked.chmod(0o555)
+    (locked / "old-run").chmod(0o555)
+    try:
+        for out in (locked / "run", locked / "old-run"):
+            command = [sys.executable, "-m", "infembed.cli.synth", "run", str(seed_dir), "--output", str(out)]
+            command += ["--limit", "2", "--base-url", server.base_url, "--quiet"]
+            result = subprocess.run(_unprivileged(command), capture_output=True, text=True, timeout=120)
+            assert result.returncode == 2, result.stderr
+            lines = [line for line in (result.stdout + result.stderr).splitlines() if line.strip()]
+            assert len(lines) == 1 and str(out) in lines[0], lines
+            assert "ermission denied" in lines[0]
+    finally:
+        locked.chmod(0o755)
+        (locked / "old-run").chmod(0o755)

@@ -42,7 +42,8 @@ def _options(command: str) -> set[str]:
         (
             "export-batch",
             (SynthConfig, ClientConfig),
-            {f.name for f in fields(ClientConfig)} - {"cache", "price"} | {"max_consecutive_failures"},
+            {f.name for f in fields(ClientConfig)} - {"cache", "price", "allow_endpoint_change"}
+            | {"max_consecutive_failures"},
         ),
     ],
 )
@@ -96,6 +97,7 @@ def _every_setting(server, tmp_path) -> dict:
         "no_cache": False,
         "price": ["fake-gen=1.0,2.0", "fake-judge=3.0,4.0"],
         "batch_prices": True,
+        "allow_endpoint_change": False,
     }
     assert set(synth) == {f.name for f in fields(SynthConfig)}
     assert set(client) == {f.name for f in fields(ClientConfig)}

@@ -44,7 +44,7 @@ Seed = Annotated[
 Output = Annotated[Path, typer.Option("--output", "-o", help="Run directory (created; a rerun resumes it).")]
 Limit = Annotated[int | None, typer.Option(help="Use the first N pairs only.")]
 #: the ClientConfig settings export-batch uses (it sends nothing: no endpoint, retries or concurrency)
-_BATCH_CLIENT = ("cache", "price")
+_BATCH_CLIENT = ("cache", "price", "allow_endpoint_change")
 
 
 def _pipeline(
@@ -60,13 +60,23 @@ def _pipeline(
 ) -> Pipeline:
     """The seed pairs (loaded first: a bad seed fails before anything is written), the client, the pipeline."""
     from infembed.synth.inputs import load_seed
+    from infembed.synth.run_state import writable_dir
 
     data = load_seed(seed_source, limit=limit, split=split)
     if not data.pairs:
         raise ExpectedError(f"no pairs found in {seed_source}")
+    writable_dir(output)
     client = client_settings.make_client(output / "cache.sqlite", seed=settings.seed, backend=backend)
     prices = client_settings.prices()
-    return Pipeline(data, output, client, settings, prices=prices, batch_prices=batch_prices)
+    return Pipeline(
+        data,
+        output,
+        client,
+        settings,
+        prices=prices,
+        batch_prices=batch_prices,
+        allow_endpoint_change=client_settings.allow_endpoint_change,
+    )
 
 
 @app.command()

@@ -70,7 +70,8 @@ def benchmark(
     def go() -> None:
         import dataclasses
 
-        from infembed.synth.benchmark import BenchmarkBuilder, load_judged
+        from infembed.synth.benchmark import WORK_DIR, BenchmarkBuilder, load_judged
+        from infembed.synth.run_state import writable_dir
 
         settings, client_settings = settings_with_file(
             (BenchmarkConfig, ClientConfig), (bench, endpoint), config
@@ -83,7 +84,9 @@ def benchmark(
             min_relevant=settings.min_relevant,
             max_relevant=settings.max_relevant,
         )
-        client = client_settings.make_client(output / "synth" / "cache.sqlite", seed=settings.seed)
+        writable_dir(output)
+        writable_dir(output / WORK_DIR)
+        client = client_settings.make_client(output / WORK_DIR / "cache.sqlite", seed=settings.seed)
         builder = BenchmarkBuilder(
             collection,
             output,
@@ -91,6 +94,7 @@ def benchmark(
             settings,
             prices=client_settings.prices(),
             batch_prices=client_settings.batch_prices,
+            allow_endpoint_change=client_settings.allow_endpoint_change,
         )
         run_and_report(builder, quiet, print_summary)
 

@@ -1,11 +1,13 @@
-"""The ``llm`` splitter: any OpenAI-compatible endpoint, through the synthesis client (cache, retries), asked
-for the same :class:`~infembed.instructions.Instruction` as JSON; a malformed answer falls back to the rules."""
+"""The ``llm`` splitter: any OpenAI-compatible endpoint, through the synthesis client (cache keyed by endpoint,
+retries), asked for the same :class:`~infembed.instructions.Instruction` as JSON; a malformed answer falls back to
+the rules. The endpoint is checked when the splitter is built."""
 
 from __future__ import annotations
 
 import json
 import re
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from infembed.instructions.instruction import Instruction
 from infembed.instructions.rules import strip_end
@@ -57,10 +59,46 @@ def llm_splitter(
     fallback: str = "rules",
 ) -> Callable[[str], Instruction]:
     """A splitter that asks an OpenAI-compatible endpoint (through :class:`infembed.synth.llm.LLMClient`: cache,
-    retries). A malformed answer falls back to ``fallback`` (``"rules"`` or ``"off"``) for that instruction."""
+    retries). A malformed answer falls back to ``fallback`` (``"rules"`` or ``"off"``) for that instruction.
+
+    The endpoint is asked once, here, what it serves (``GET /v1/models``): an endpoint that cannot be reached
+    fails now, in a few seconds and before any model is loaded, with a
+    :class:`~infembed.synth.llm.EndpointUnreachable` (a :class:`~infembed.data.errors.DataError`: one line in the
+    CLI). Its identity (URL and served model) is part of every cache key, so splits cached from one endpoint
+    are never served for another."""
     import asyncio
 
-    from infembed.synth.llm import ChatRequest, LLMClient, OpenAIBackend, ResponseCache, Sampling
+    from infembed.synth.llm import (
+        ChatRequest,
+        EndpointError,
+        LLMClient,
+        OpenAIBackend,
+        ResponseCache,
+        Sampling,
+        check_base_url,
+    )
+
+    check_base_url(base_url, "--exclusion-llm-url")
+    identities: dict = {}  # model -> the endpoint's identity, asked once and shared by every batch's client
+
+    def client(store: ResponseCache | None, **kwargs: float) -> LLMClient:
+        backend = OpenAIBackend(base_url=base_url, api_key=api_key, timeout=timeout, identities=identities)
+        return LLMClient(backend, store, concurrency=concurrency, **kwargs)  # type: ignore[arg-type]
+
+    async def probe() -> None:  # a few quick tries: an endpoint that is down fails in seconds
+        checker = client(None, connect_retries=1, max_retries=2, backoff_base=0.5)
+        try:
+            await checker.endpoint(model)
+        finally:
+            await checker.aclose()
+
+    def asking(work: Any) -> Any:
+        try:
+            return asyncio.run(work)
+        except EndpointError as error:  # the URL, which the retries' message does not name
+            raise EndpointError(f"the splitter's endpoint {base_url}: {error}") from None
+
+    asking(probe())
 
     def request(instruction: str) -> ChatRequest:
         return ChatRequest.build(
@@ -70,12 +108,11 @@ def llm_splitter(
         )
 
     async def run(texts: list[str]) -> list[Instruction]:
-        backend = OpenAIBackend(base_url=base_url, api_key=api_key, timeout=timeout)
-        client = LLMClient(backend, ResponseCache(cache) if cache else None, concurrency=concurrency)
+        llm = client(ResponseCache(cache) if cache else None)
         try:
 
             async def one(text: str) -> Instruction:
-                response = await client.complete(request(text))
+                response = await llm.complete(request(text))
                 try:
                     return parse_llm_answer(response.text, text)
                 except (ValueError, json.JSONDecodeError):
@@ -83,14 +120,16 @@ def llm_splitter(
 
             return list(await asyncio.gather(*(one(t) for t in texts)))
         finally:
-            await client.aclose()
+            await llm.aclose()
+            if llm.cache is not None:
+                llm.cache.close()
 
     memo: dict[str, Instruction] = {}
 
     def batch(texts: Sequence[str | None]) -> list[Instruction]:
         todo = sorted({t.strip() for t in texts if t and t.strip() and t.strip() not in memo})
         if todo:
-            memo.update(zip(todo, asyncio.run(run(todo))))
+            memo.update(zip(todo, asking(run(todo))))
         return [memo[t.strip()] if t and t.strip() else Instruction("") for t in texts]
 
     def splitter(text: str) -> Instruction:

@@ -25,7 +25,14 @@ from typing import Any
 
 from infembed.data.errors import DataError
 from infembed.data.jsonl import iter_jsonl, write_jsonl
-from infembed.synth.llm import ChatRequest, ChatResponse, Deferred, MalformedResponse, ResponseCache
+from infembed.synth.llm import (
+    OPENAI_URL,
+    ChatRequest,
+    ChatResponse,
+    Deferred,
+    MalformedResponse,
+    ResponseCache,
+)
 
 #: the Batch API's limit of requests per input file
 MAX_REQUESTS_PER_FILE = 50_000
@@ -34,10 +41,15 @@ _KEY = re.compile(r"^[0-9a-f]{64}$")
 
 class BatchCollector:
     """A backend that sends nothing: it records each request that missed the cache and raises
-    :class:`~infembed.synth.llm.Deferred`, so its row waits for the next round."""
+    :class:`~infembed.synth.llm.Deferred`, so its row waits for the next round. Its endpoint is OpenAI's
+    API, identified as :class:`~infembed.synth.llm.OpenAIBackend` identifies it (by the model name), so the
+    answers a batch brings serve a ``synth run`` against OpenAI too."""
 
     def __init__(self) -> None:
         self.requests: dict[str, ChatRequest] = {}
+
+    async def identity(self, model: str) -> dict[str, Any]:
+        return {"url": OPENAI_URL, "model": {"id": model}}
 
     async def complete(self, request: ChatRequest) -> ChatResponse:
         self.requests[request.key()] = request

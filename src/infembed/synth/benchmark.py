@@ -45,7 +45,7 @@ from infembed.settings import setting
 from infembed.synth import prompts, structured
 from infembed.synth.costs import Price
 from infembed.synth.llm import ChatRequest, LLMClient
-from infembed.synth.pipeline import _FINGERPRINT, Pipeline, RunState, SynthConfig
+from infembed.synth.pipeline import Pipeline, RunState, SynthConfig, fingerprint_of
 from infembed.synth.stages import Reject, _add_usage, _gather, ask, new_usage, shorten
 
 STAGE_FILES = {
@@ -57,15 +57,6 @@ STAGE_FILES = {
 BUILDER_STAGES = ("og", "changed", "judge", "select", "exclusion")
 WORK_DIR = "synth"
 EXCLUSIONS_DIR = "exclusions"
-_FIELDS = (
-    "min_relevant",
-    "max_relevant",
-    "min_kept",
-    "min_lost",
-    "max_kept_share",
-    "max_documents_in_prompt",
-    "exclusions",
-)
 _YES_NO = re.compile(r"^[\W_]*(?:answer\s*[*_]*\s*[:：]\s*[*_\"']*)?\s*(yes|no)\b", re.IGNORECASE)
 #: "is relevant" / "is not relevant" / "irrelevant": group 1 or 2 set = not relevant
 _VERDICT = re.compile(r"\b(?:is|are)\s+(not\s+)?relevant\b|\b(irrelevant)\b", re.IGNORECASE)
@@ -200,7 +191,7 @@ class BenchmarkBuilder(Pipeline):
     Call :meth:`run` (async) or :func:`infembed.synth.pipeline.run_sync`."""
 
     stage_files = STAGE_FILES
-    fingerprint = (*_FINGERPRINT, *_FIELDS)
+    fingerprint = fingerprint_of(BenchmarkConfig)
 
     def __init__(
         self,
@@ -212,6 +203,7 @@ class BenchmarkBuilder(Pipeline):
         prices: dict[str, Price] | None = None,
         batch_prices: bool = False,
         progress: Any = None,
+        allow_endpoint_change: bool = False,
     ) -> None:
         self.output = Path(output)
         config = config or BenchmarkConfig()
@@ -223,6 +215,7 @@ class BenchmarkBuilder(Pipeline):
             prices=prices,
             batch_prices=batch_prices,
             progress=progress,
+            allow_endpoint_change=allow_endpoint_change,
         )
         self.source = source
         self.config: BenchmarkConfig = config
@@ -333,6 +326,10 @@ class BenchmarkBuilder(Pipeline):
         except Reject as error:
             self._reject(item, stage, error)  # type: ignore[arg-type]
             return "rejected"
+
+    def _finished(self, state: RunState, row_id: str) -> bool:
+        last = "exclusion" if self.config.exclusions else "judge"
+        return row_id in state.rejects or row_id in state.records[last]
 
     # ------------------------------------------------------------------------------------------ outputs
     def _kept(self, state: RunState) -> list[QueryItem]:

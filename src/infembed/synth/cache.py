@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import tempfile
 import threading
 import time
 from pathlib import Path
 
+from infembed.data.errors import DataError
 from infembed.data.jsonl import ensure_dir
 from infembed.synth.chat import ChatResponse
 
@@ -22,14 +24,27 @@ class ResponseCache:
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
-        ensure_dir(self.path.parent)
         self._lock = threading.Lock()
-        self._db = sqlite3.connect(str(self.path), timeout=60, check_same_thread=False, isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.execute(
-            "CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, model TEXT, response TEXT, created REAL)"
-        )
+        try:
+            ensure_dir(self.path.parent)
+            self._db = sqlite3.connect(
+                str(self.path), timeout=60, check_same_thread=False, isolation_level=None
+            )
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.execute(
+                "CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, model TEXT, response TEXT, created REAL)"
+            )
+        except (OSError, sqlite3.Error) as error:  # an unwritable dir or file, not a database ...
+            reason = error.strerror if isinstance(error, OSError) and error.strerror else str(error)
+            try:  # sqlite says "unable to open database file": the directory may say why
+                with tempfile.TemporaryFile(dir=self.path.parent):
+                    pass
+            except OSError as why:
+                reason = f"{why.strerror or why} in {self.path.parent}"
+            raise DataError(
+                f"cannot open the response cache ({reason})", self.path, hint="--cache puts it elsewhere"
+            ) from None
 
     def get(self, key: str) -> ChatResponse | None:
         with self._lock:

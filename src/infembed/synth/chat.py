@@ -12,6 +12,8 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from infembed.data.errors import DataError
+
 #: Models that take ``max_completion_tokens`` and no temperature/top_p (OpenAI reasoning models).
 _REASONING_MODEL = re.compile(r"^(?:openai/)?(?:o\d|gpt-5)", re.IGNORECASE)
 
@@ -37,11 +39,12 @@ class ConnectFailed(TransientError):
     """No connection could be made (refused, unknown host): retried briefly only (``connect_retries``)."""
 
 
-class EndpointError(LLMError):
-    """The endpoint kept failing for one request after every retry."""
+class EndpointError(LLMError, DataError):
+    """The endpoint kept failing for one request after every retry. A :class:`DataError`, so the CLI prints it
+    as one line (exit 2), as it does every error of the endpoint below."""
 
 
-class FatalEndpointError(LLMError):
+class FatalEndpointError(LLMError, DataError):
     """The endpoint refuses all work (bad key, unknown model, wrong URL): retrying cannot help."""
 
 
@@ -91,7 +94,9 @@ class Sampling:
 
 @dataclass(frozen=True)
 class ChatRequest:
-    """One chat completion request. ``stage`` only labels the accounting; it is not part of the key."""
+    """One chat completion request. ``stage`` only labels the accounting; it is not part of the key.
+    ``endpoint`` is what identifies the endpoint and the model it serves (set by
+    :class:`~infembed.synth.llm.LLMClient` from its backend): part of the key, not of the body."""
 
     model: str
     messages: tuple[tuple[str, str], ...]
@@ -101,6 +106,8 @@ class ChatRequest:
     #: ``response_format`` sent as is (JSON-constrained output, see :mod:`infembed.synth.structured`);
     #: a JSON string so the request stays hashable. ``None``: not sent (free text).
     response_format: str | None = None
+    #: JSON of the endpoint's identity (its URL and the model it serves); ``None``: not known
+    endpoint: str | None = None
 
     @classmethod
     def build(
@@ -139,10 +146,12 @@ class ChatRequest:
         return body
 
     def key(self) -> str:
-        """Cache key: SHA-256 of the request body (model, messages, sampling) and the answer attempt."""
-        payload = json.dumps(
-            {"body": self.body(), "attempt": self.attempt}, sort_keys=True, ensure_ascii=False
-        )
+        """Cache key: SHA-256 of the request body (model, messages, sampling), the answer attempt and the
+        endpoint (so that two servers, or two models served under one name, never share answers)."""
+        data: dict[str, Any] = {"body": self.body(), "attempt": self.attempt}
+        if self.endpoint is not None:
+            data["endpoint"] = self.endpoint
+        payload = json.dumps(data, sort_keys=True, ensure_ascii=False)
         return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
 

@@ -4,8 +4,13 @@ endpoint (OpenAI, vLLM, llama.cpp server) with bounded concurrency, retries and 
 The pieces, from the bottom:
 
 * :class:`Sampling` and :class:`ChatRequest` (:mod:`infembed.synth.chat`): what is asked. :meth:`ChatRequest.key` is the cache key, a
-  SHA-256 over the model, the messages, the sampling settings and the answer attempt (a retry after a bad
-  answer is a different request, so it gets a different key and a different answer).
+  SHA-256 over the model, the messages, the sampling settings, the answer attempt (a retry after a bad
+  answer is a different request, so it gets a different key and a different answer) and the endpoint.
+* The endpoint's *identity*: its normalised URL and what it reports it serves for the model asked for
+  (``GET /v1/models``: the entry's id, owner and metadata; llama.cpp's server names the model file there, and
+  serves it under any model name). :class:`LLMClient` asks once per model and puts it into every request's
+  key, so two servers, or two models served under one name, never share answers; a pipeline saves it in
+  ``run.json`` and refuses to resume a run against another endpoint.
 * :class:`ResponseCache` (:mod:`infembed.synth.cache`): a SQLite file (WAL journal) mapping keys to answers. Each answer is committed as
   soon as it arrives, so a run killed with SIGKILL loses at most the requests in flight; several processes
   may share one cache file.
@@ -27,11 +32,14 @@ Example::
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import json
 import os
 import random
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from infembed.data.errors import SettingsError
 from infembed.settings import check_number, setting
@@ -52,8 +60,15 @@ from infembed.synth.chat import (
     estimate_tokens,
     is_reasoning_model,
 )
+from infembed.synth.endpoint import (
+    OPENAI_URL,
+    OpenAIBackend,
+    check_base_url,
+    describe_endpoint,
+    normalise_url,
+)
 
-__all__ = [  # the requests, answers and errors live in synth/chat.py, the cache in synth/cache.py
+__all__ = [  # requests, answers and errors: synth/chat.py; the cache: synth/cache.py; endpoints: synth/endpoint.py
     "Backend",
     "ChatRequest",
     "ChatResponse",
@@ -66,6 +81,7 @@ __all__ = [  # the requests, answers and errors live in synth/chat.py, the cache
     "LLMClient",
     "LLMError",
     "MalformedResponse",
+    "OPENAI_URL",
     "OpenAIBackend",
     "RequestRejected",
     "ResponseCache",
@@ -73,9 +89,14 @@ __all__ = [  # the requests, answers and errors live in synth/chat.py, the cache
     "StageUsage",
     "TransientError",
     "UsageMeter",
+    "check_base_url",
+    "describe_endpoint",
     "estimate_tokens",
     "is_reasoning_model",
+    "normalise_url",
 ]
+
+T = TypeVar("T")
 
 
 # ----------------------------------------------------------------------------------------------- meters
@@ -122,93 +143,6 @@ class Backend(Protocol):
     async def aclose(self) -> None: ...
 
 
-class OpenAIBackend:
-    """Any OpenAI-compatible ``/v1/chat/completions`` endpoint through the official ``openai`` client.
-
-    The client's own retries are switched off: :class:`LLMClient` retries with jitter and counts them.
-    ``base_url`` is e.g. ``https://api.openai.com/v1`` (the default), ``http://localhost:8000/v1`` (vLLM) or
-    ``http://localhost:8080/v1`` (llama.cpp ``llama-server``).
-    """
-
-    def __init__(
-        self, base_url: str | None = None, api_key: str | None = None, timeout: float = 120.0
-    ) -> None:
-        import openai  # lazy: only runs that talk to an endpoint need it
-
-        if not timeout > 0:
-            raise SettingsError(f"the timeout must be positive, not {timeout}")
-        self._openai = openai
-        self.base_url = base_url
-        self.timeout = timeout
-        # Local servers accept any key; the client insists on one. The client's timeout applies to each
-        # read of the socket; complete() adds the deadline for the whole request.
-        self._client = openai.AsyncOpenAI(
-            base_url=base_url, api_key=api_key or "not-needed", timeout=timeout, max_retries=0
-        )
-        #: the endpoint as requests go to it (OpenAI's when no base_url is given)
-        self.url = str(self._client.base_url).rstrip("/")
-
-    async def complete(self, request: ChatRequest) -> ChatResponse:
-        """One request, answered in full within ``timeout`` seconds (a server that trickles its answer
-        byte by byte times out too), or one of this module's errors."""
-        openai = self._openai
-        try:
-            completion = await asyncio.wait_for(
-                self._client.chat.completions.create(**request.body()), self.timeout
-            )
-        except asyncio.TimeoutError:  # the builtin TimeoutError from Python 3.11 on
-            raise TransientError(f"request timed out (no full answer within {self.timeout:g} s)") from None
-        except (openai.AuthenticationError, openai.PermissionDeniedError, openai.NotFoundError) as error:
-            raise FatalEndpointError(f"{error.status_code}: {_error_text(error)}") from None
-        except (openai.BadRequestError, openai.UnprocessableEntityError) as error:
-            raise RequestRejected(f"{error.status_code}: {_error_text(error)}") from None
-        except openai.APIStatusError as error:
-            retry_after = _retry_after(error.response.headers.get("retry-after"))
-            raise TransientError(f"HTTP {error.status_code}: {_error_text(error)}", retry_after) from None
-        except openai.APITimeoutError:
-            raise TransientError(f"request timed out (after {self.timeout:g} s)") from None
-        except openai.APIConnectionError as error:
-            if _is_connect_error(error.__cause__):  # nothing listens there, or no such host
-                raise ConnectFailed(
-                    f"cannot connect to {self.url} ({error.__cause__}; is a server running there?)"
-                ) from None
-            raise TransientError(f"connection failed: {error}") from None
-        except openai.APIResponseValidationError as error:
-            raise TransientError(f"malformed response: {error}") from None
-        except (ValueError, TypeError) as error:  # e.g. a 200 whose body is not JSON
-            raise TransientError(f"malformed response: {error}") from None
-        try:
-            return ChatResponse.from_completion(completion, request)
-        except MalformedResponse as error:  # e.g. "choices": []: retried, never cached
-            raise TransientError(f"malformed response: {error}") from None
-
-    async def aclose(self) -> None:
-        await self._client.close()
-
-
-def _is_connect_error(error: BaseException | None) -> bool:
-    """No connection was made at all: httpx's ``ConnectError`` (by name: the SDK may ship its own httpx)."""
-    return error is not None and any(k.__name__ == "ConnectError" for k in type(error).__mro__)
-
-
-def _error_text(error: Any) -> str:
-    body = getattr(error, "body", None)
-    if isinstance(body, dict):
-        inner = body.get("error", body)
-        if isinstance(inner, dict) and inner.get("message"):
-            return str(inner["message"])[:300]
-    return str(getattr(error, "message", error))[:300]
-
-
-def _retry_after(value: str | None) -> float | None:
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        return None
-
-
 # ----------------------------------------------------------------------------------------------- client
 class LLMClient:
     """Cache, concurrency limit and retries around a backend.
@@ -251,7 +185,9 @@ class LLMClient:
         self.meter = meter or UsageMeter()
         self._random = random.Random(seed)
         self._semaphore: asyncio.Semaphore | None = None
+        self._identity_lock: asyncio.Lock | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._identities: dict[str, dict[str, Any] | None] = {}
 
     def _delay(self, retry: int, retry_after: float | None) -> float:
         d = min(self.backoff_max, self.backoff_base * (2**retry))
@@ -260,47 +196,82 @@ class LLMClient:
             delay = max(delay, min(retry_after, self.backoff_max))
         return delay
 
+    def _lock(self) -> asyncio.Lock:
+        loop = asyncio.get_running_loop()
+        if self._semaphore is None or self._loop is not loop:  # they belong to one event loop
+            self._semaphore, self._loop = asyncio.Semaphore(self.concurrency), loop
+            self._identity_lock = asyncio.Lock()
+        assert self._identity_lock is not None
+        return self._identity_lock
+
+    async def endpoint(self, model: str, usage: StageUsage | None = None) -> dict[str, Any] | None:
+        """What identifies the endpoint serving ``model`` (see :meth:`OpenAIBackend.identity`), asked once
+        per model with the same retries as a request; None for a backend that cannot say."""
+        identity = getattr(self.backend, "identity", None)
+        if identity is None:
+            return None
+        if model not in self._identities:
+            async with self._lock():
+                if model not in self._identities:
+                    self._identities[model] = await self._retrying(
+                        lambda: identity(model), usage or StageUsage()
+                    )
+        return self._identities[model]
+
+    async def identity(self, models: Iterable[str]) -> dict[str, Any] | None:
+        """The run's endpoint: ``{"url", "models": {name: what is served for it}}`` (None: not known)."""
+        found = {m: await self.endpoint(m) for m in dict.fromkeys(models)}
+        if not found or any(v is None for v in found.values()):
+            return None
+        first = next(iter(found.values()))
+        assert first is not None
+        return {"url": first["url"], "models": {m: v["model"] for m, v in found.items() if v is not None}}
+
+    async def _retrying(self, call: Callable[[], Awaitable[T]], usage: StageUsage) -> T:
+        """``call()`` with the retries of a transient failure (and the fewer of a failed connection)."""
+        last = ""
+        connect_failures = 0
+        for retry in range(self.max_retries + 1):
+            if retry:
+                usage.retries += 1
+            try:
+                return await call()
+            except ConnectFailed as error:
+                connect_failures += 1
+                if connect_failures > self.connect_retries:
+                    usage.failures += 1
+                    raise EndpointUnreachable(str(error)) from None
+                last = str(error)
+                if retry < self.max_retries:
+                    await asyncio.sleep(self._delay(retry, None))
+            except TransientError as error:
+                last = str(error)
+                if retry < self.max_retries:
+                    await asyncio.sleep(self._delay(retry, error.retry_after))
+        usage.failures += 1
+        raise EndpointError(f"failed after {self.max_retries + 1} tries: {last}")
+
     async def complete(self, request: ChatRequest) -> ChatResponse:
         usage = self.meter[request.stage]
+        identity = await self.endpoint(request.model, usage)
+        if identity is not None:
+            request = dataclasses.replace(request, endpoint=json.dumps(identity, sort_keys=True))
         key = request.key()
         if self.cache is not None:
             hit = self.cache.get(key)
             if hit is not None:
                 usage.cache_hits += 1
                 return hit
-        loop = asyncio.get_running_loop()
-        if self._semaphore is None or self._loop is not loop:  # a semaphore belongs to one event loop
-            self._semaphore, self._loop = asyncio.Semaphore(self.concurrency), loop
+        self._lock()
+        assert self._semaphore is not None
         async with self._semaphore:
-            last = ""
-            connect_failures = 0
-            for retry in range(self.max_retries + 1):
-                if retry:
-                    usage.retries += 1
-                try:
-                    response = await self.backend.complete(request)
-                except ConnectFailed as error:
-                    connect_failures += 1
-                    if connect_failures > self.connect_retries:
-                        usage.failures += 1
-                        raise EndpointUnreachable(str(error)) from None
-                    last = str(error)
-                    if retry < self.max_retries:
-                        await asyncio.sleep(self._delay(retry, None))
-                    continue
-                except TransientError as error:
-                    last = str(error)
-                    if retry < self.max_retries:
-                        await asyncio.sleep(self._delay(retry, error.retry_after))
-                    continue
-                usage.requests += 1
-                usage.prompt_tokens += response.prompt_tokens
-                usage.completion_tokens += response.completion_tokens
-                if self.cache is not None:
-                    self.cache.put(key, response, request.model)
-                return response
-        usage.failures += 1
-        raise EndpointError(f"failed after {self.max_retries + 1} tries: {last}")
+            response = await self._retrying(lambda: self.backend.complete(request), usage)
+        usage.requests += 1
+        usage.prompt_tokens += response.prompt_tokens
+        usage.completion_tokens += response.completion_tokens
+        if self.cache is not None:
+            self.cache.put(key, response, request.model)
+        return response
 
     async def aclose(self) -> None:
         await self.backend.aclose()
@@ -313,8 +284,9 @@ BACKENDS = ("openai", "local")
 @dataclass
 class ClientConfig:
     """Where requests go and how (endpoint, client, cache, prices): the ``synth run`` / ``synth benchmark``
-    flags that are not generation settings, declared once here (:mod:`infembed.settings`). They do not change
-    what is generated, so they are not saved in ``run.json``."""
+    flags that are not generation settings, declared once here (:mod:`infembed.settings`). They are not saved
+    in ``run.json``'s ``config``; the endpoint they lead to is, as ``endpoint`` (its URL and the model it
+    serves), and a resume against another endpoint is refused unless ``allow_endpoint_change``."""
 
     backend: str = setting("openai", "openai (any OpenAI-compatible endpoint) or local (transformers).")
     base_url: str | None = setting(
@@ -339,10 +311,16 @@ class ClientConfig:
         default_factory=list, help="MODEL=INPUT,OUTPUT in US$ per 1M tokens (repeatable)."
     )
     batch_prices: bool = setting(False, "Cost at Batch API prices (half).")
+    allow_endpoint_change: bool = setting(
+        False,
+        "Resume a run made against another endpoint or served model (its unfinished rows are made again here).",
+    )
 
     def __post_init__(self) -> None:
         if self.backend not in BACKENDS:
             raise SettingsError(f"backend must be one of {', '.join(BACKENDS)}; got {self.backend!r}")
+        if self.base_url is not None:
+            check_base_url(self.base_url)
         check_number("concurrency", self.concurrency, integer=True, minimum=1)
         check_number("timeout", self.timeout, above=0)
         check_number("max_retries", self.max_retries, integer=True, minimum=0)

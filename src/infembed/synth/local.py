@@ -56,6 +56,8 @@ class TransformersBackend:
 
         self._torch = torch
         self.name = name or (gguf_file or Path(model).name)
+        #: what identifies the model (answers are cached per model, see :meth:`identity`)
+        self.source = str(Path(model) / gguf_file) if gguf_file else str(model)
         source, gguf_file, save_to = gguf.resolve(model, gguf_file, kind="causal-lm")
         kwargs: dict[str, Any] = {"gguf_file": gguf_file} if gguf_file else {}
         self.tokenizer = AutoTokenizer.from_pretrained(source, **kwargs)
@@ -111,6 +113,11 @@ class TransformersBackend:
 
     async def complete(self, request: ChatRequest) -> ChatResponse:
         return await asyncio.to_thread(self._generate, request)
+
+    async def identity(self, model: str) -> dict[str, Any]:
+        """This process runs the model: the endpoint is ``local``, the model the one loaded, whatever the
+        requests call it."""
+        return {"url": "local", "model": {"id": self.name, "source": self.source}}
 
     async def aclose(self) -> None:
         return None

@@ -2,7 +2,8 @@
 
 Output directory (``--output``)::
 
-    run.json           the settings of the run (a resume with other generation settings is refused)
+    run.json           the settings and the endpoint (its URL and the model it serves); a resume with
+                       another value of a setting that changes rows, or against another endpoint, is refused
     instructions.jsonl stage 1 records  {id, instruction_positive, usage}
     poisoned.jsonl     stage 2 records  {id, instruction_negative, query_negative, usage}
     negatives.jsonl    stage 3 records  {id, hard_negative_document_1, hard_negative_document_2, usage}
@@ -24,16 +25,15 @@ its URL), the run stops, still writes ``train.jsonl`` and ``summary.json`` from 
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from infembed.data.errors import DataError, SettingsError
-from infembed.data.jsonl import JsonlAppender, ensure_dir, write_json, write_jsonl
+from infembed.data.errors import SettingsError
+from infembed.data.jsonl import JsonlAppender, write_json, write_jsonl
 from infembed.data.records import Triplet
 from infembed.settings import check_number, setting, settings_from_dict
 from infembed.synth import structured
@@ -56,27 +56,18 @@ from infembed.synth.run_state import (  # noqa: F401  (the file names are read f
     SUMMARY_FILE,
     TRAIN_FILE,
     RunState,
+    check_run_file,
+    drop_records,
     summarize,
+    writable_dir,
 )
 from infembed.synth.stages import Reject, RowStages, StageSettings, default_judge_sampling, new_usage
 
 #: how often the record files are flushed and fsynced while a run goes on
 SYNC_SECONDS = 0.5
-#: settings that change what is generated: a resume must use the same ones
-_FINGERPRINT = (
-    "model",
-    "judge_model",
-    "temperature",
-    "max_tokens",
-    "judge_max_tokens",
-    "domain",
-    "language",
-    "distractors",
-    "seed",
-    "max_passage_chars",
-    "judge",
-    "json_output",
-)
+#: the settings that do not change rows (when to give up, how many at once): free on resume. Every other
+#: setting of SynthConfig and BenchmarkConfig changes rows, so a resume must use the same value.
+FREE_ON_RESUME = ("max_consecutive_failures", "rows_in_flight")
 
 
 class SynthAborted(RuntimeError):
@@ -153,6 +144,14 @@ class SynthConfig:
         )
 
 
+def fingerprint_of(config_class: type) -> tuple[str, ...]:
+    """The settings of ``config_class`` that a resume must keep: all but :data:`FREE_ON_RESUME`."""
+    return tuple(f.name for f in fields(config_class) if f.name not in FREE_ON_RESUME)
+
+
+_FINGERPRINT = fingerprint_of(SynthConfig)
+
+
 ProgressHook = Callable[[str, str], None]  # (row id, outcome: kept | rejected | pending | failed)
 
 
@@ -176,6 +175,7 @@ class Pipeline:
         prices: dict[str, Price] | None = None,
         batch_prices: bool = False,
         progress: ProgressHook | None = None,
+        allow_endpoint_change: bool = False,
     ) -> None:
         self.seed = seed
         self.out_dir = Path(out_dir)
@@ -184,6 +184,7 @@ class Pipeline:
         self.prices = prices or {}
         self.batch_prices = batch_prices
         self.progress = progress
+        self.allow_endpoint_change = allow_endpoint_change
         self.stages = RowStages(client, self.config.stage_settings(), seed.distractors)
         self.state = RunState()
         self._appenders: dict[str, JsonlAppender] = {}
@@ -193,24 +194,32 @@ class Pipeline:
         self._deferred = 0
 
     # ------------------------------------------------------------------------------------------- files
-    def _check_run_file(self) -> None:
+    async def _check_run_file(self) -> None:
+        """Refuse a resume with other settings or against another endpoint (asked for its identity here,
+        before any request); with ``allow_endpoint_change``, the rows not finished are made again from the
+        start on the new endpoint, so that no row holds answers of both."""
+        s = self.stages.settings
+        endpoint = await self.client.identity([s.model, s.judge_model])
+        run = {
+            "config": asdict(self.config),
+            "source": self.seed.source,
+            "pairs": len(self.seed.pairs),
+            "endpoint": endpoint,
+        }
         path = self.out_dir / RUN_FILE
-        current = asdict(self.config)
-        if path.exists():
-            try:
-                previous = json.loads(path.read_text(encoding="utf-8")).get("config", {})
-            except (OSError, ValueError):
-                previous = None
-            if previous:
-                changed = [k for k in self.fingerprint if k in previous and previous[k] != current.get(k)]
-                if changed:
-                    raise DataError(
-                        "this output directory was made with other settings: "
-                        + ", ".join(f"{k}={previous[k]!r} (now {current.get(k)!r})" for k in changed),
-                        path,
-                        hint="use the same settings to resume, or a new --output",
-                    )
-        write_json(path, {"config": current, "source": self.seed.source, "pairs": len(self.seed.pairs)})
+        record, moved = check_run_file(
+            path, run, self.fingerprint, allow_endpoint_change=self.allow_endpoint_change
+        )
+        if moved:  # before run.json names the new endpoint: after a kill in between, they are dropped again
+            state = RunState.load(self.out_dir, self.stage_files)
+            ids = {i for records in state.records.values() for i in records} | set(state.rejects)
+            drop_records(self.out_dir, self.stage_files, {i for i in ids if not self._finished(state, i)})
+        write_json(path, record)
+
+    def _finished(self, state: RunState, row_id: str) -> bool:
+        """The row is kept or rejected: nothing more is asked for it."""
+        last = "judge" if self.config.judge else "negatives"
+        return row_id in state.rejects or row_id in state.records[last]
 
     def _write(self, name: str, record: dict[str, Any]) -> None:
         appender = self._appenders.get(name)
@@ -329,8 +338,8 @@ class Pipeline:
     async def run(self) -> dict[str, Any]:
         """Process every pair not yet finished; returns the summary (also written to ``summary.json``)."""
         started = time.monotonic()
-        ensure_dir(self.out_dir)
-        self._check_run_file()
+        writable_dir(self.out_dir)
+        await self._check_run_file()
         self.state = RunState.load(self.out_dir, self.stage_files)
         queue: asyncio.Queue[SeedPair | None] = asyncio.Queue()
         for pair in self.seed.pairs:

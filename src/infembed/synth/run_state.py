@@ -3,13 +3,18 @@ say is done, read back on every resume) and :func:`summarize` (the ``summary.jso
 
 from __future__ import annotations
 
+import json
+import tempfile
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from infembed.data.jsonl import JsonlAppender, iter_jsonl
+from infembed.data.errors import DataError
+from infembed.data.jsonl import JsonlAppender, ensure_dir, iter_jsonl, write_jsonl
 from infembed.synth.costs import price_for
+from infembed.synth.endpoint import describe_endpoint
 from infembed.synth.inputs import SeedPair
 from infembed.synth.llm import UsageMeter
 from infembed.synth.stages import SCENARIO_TEXT, SCENARIOS, STAGES, new_usage
@@ -27,6 +32,78 @@ REJECTS_FILE = "rejects.jsonl"
 TRAIN_FILE = "train.jsonl"
 SUMMARY_FILE = "summary.json"
 RUN_FILE = "run.json"
+
+
+def writable_dir(path: str | Path, flag: str = "--output") -> Path:
+    """Create the directory ``path`` and check that files can be made in it, or one :class:`DataError`
+    naming it (a read-only directory, a read-only file system), before any work is done."""
+    path = Path(path)
+    try:
+        ensure_dir(path)
+        with tempfile.TemporaryFile(dir=path):
+            pass
+    except OSError as error:
+        raise DataError(f"cannot write there ({error.strerror or error})", path, field=flag) from None
+    return path
+
+
+def check_run_file(
+    path: Path,
+    run: dict[str, Any],
+    fingerprint: Sequence[str],
+    *,
+    allow_endpoint_change: bool = False,
+) -> tuple[dict[str, Any], bool]:
+    """Compare ``run`` (``config``, ``endpoint``, ...) with the ``run.json`` at ``path``: a setting of
+    ``fingerprint`` (those that change rows) that differs is refused; so is another endpoint (its URL or the
+    model it serves) unless ``allow_endpoint_change``, and then the old endpoint goes to
+    ``previous_endpoints``. Returns what to write to ``path`` and whether the endpoint changed."""
+    saved: dict[str, Any] = {}
+    if path.exists():
+        try:
+            saved = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            saved = {}
+        saved = saved if isinstance(saved, dict) else {}
+    previous, current = saved.get("config") or {}, run["config"]
+    changed = [k for k in fingerprint if k in previous and previous[k] != current.get(k)]
+    if changed:
+        raise DataError(
+            "this output directory was made with other settings: "
+            + ", ".join(f"{k}={previous[k]!r} (now {current.get(k)!r})" for k in changed),
+            path,
+            hint="use the same settings to resume, or a new --output",
+        )
+    history = list(saved.get("previous_endpoints") or [])
+    old, new = saved.get("endpoint"), run.get("endpoint")
+    moved = old is not None and new is not None and old != new
+    if moved:
+        if not allow_endpoint_change:
+            was, now = describe_endpoint(old), describe_endpoint(new)
+            if was == now:
+                now += ", which reports other details of the model it serves"
+            raise DataError(
+                f"this output directory was made against another endpoint: {was} (now {now})",
+                path,
+                hint="resume against the same endpoint and model, use a new --output, or give "
+                "--allow-endpoint-change to finish it here (its unfinished rows are then made again)",
+            )
+        history.append(old)
+    record = {**run, "endpoint": new if new is not None else old}
+    if history:
+        record["previous_endpoints"] = history
+    return record, moved
+
+
+def drop_records(out_dir: Path, stage_files: dict[str, str], ids: set[str]) -> None:
+    """Rewrite the record files without the records of ``ids`` (rows to be made again from the start)."""
+    for name in stage_files.values():
+        path = out_dir / name
+        if not path.exists():
+            continue
+        records = [obj for _, obj in iter_jsonl(path)]
+        if any(str(r.get("id")) in ids for r in records):
+            write_jsonl(path, [r for r in records if str(r.get("id")) not in ids])
 
 
 @dataclass
