@@ -143,3 +143,54 @@ def test_aps_with_the_packaged_minilm():
     )
     assert same == pytest.approx(1.0, abs=1e-5)
     assert mixed < 0.3
+
+
+def _inf_rows(n: int) -> list[dict[str, str]]:
+    return [
+        {
+            "query_positive": f"query number {i}",
+            "instruction_positive": f"an instruction about thing {i}",
+            "document_positive": f"a passage about thing {i}",
+            "instruction_negative": f"another instruction {i}",
+            "query_negative": f"other query {i}",
+            "hard_negative_document_1": f"negative passage one {i}",
+            "hard_negative_document_2": f"negative passage two {i}",
+        }
+        for i in range(n)
+    ]
+
+
+def test_stats_names_an_input_without_rows(tmp_path):
+    """A run dir that kept no row is not dropped silently: alone it is one line (exit 2), beside other inputs
+    a warning naming it."""
+    from typer.testing import CliRunner
+
+    from infembed.cli.synth import app
+
+    empty = tmp_path / "empty-run"
+    empty.mkdir()
+    (empty / "train.jsonl").write_text("")
+    result = CliRunner().invoke(app, ["stats", str(empty), "--no-aps"])
+    assert result.exit_code == 2, result.output
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and "holds no rows" in lines[0] and "empty-run" in lines[0], result.output
+
+    rows = tmp_path / "rows.jsonl"
+    write_jsonl(rows, _inf_rows(4))
+    result = CliRunner().invoke(app, ["stats", str(empty), str(rows), "--no-aps"])
+    assert result.exit_code == 0, result.output
+    assert "warning:" in result.output and "empty-run" in result.output and "holds no rows" in result.output
+
+
+def test_stats_shows_progress_while_it_embeds(tmp_path):
+    """Loading the embedding model and embedding the samples take minutes on real data: both show progress."""
+    from typer.testing import CliRunner
+
+    from infembed.cli.synth import app
+
+    rows = tmp_path / "rows.jsonl"
+    write_jsonl(rows, _inf_rows(6))
+    result = CliRunner().invoke(app, ["stats", str(rows), "--max-samples", "4"])
+    assert result.exit_code == 0, result.output
+    assert "loading the embedding model" in result.output
+    assert "embedding" in result.output and "12/12" in result.output  # 4 texts x 3 groups

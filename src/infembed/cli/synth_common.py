@@ -10,9 +10,10 @@ The commands live in :mod:`infembed.cli.synth` (run, export-batch, import-batch)
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -110,6 +111,35 @@ def run_with_progress(pipeline: Any, quiet: bool) -> dict[str, Any]:
 
         pipeline.progress = hook
         return asyncio.run(main())
+
+
+@contextlib.contextmanager
+def steps() -> Iterator[Callable[..., Any]]:
+    """Progress of the steps of a command that takes long (loading a model, embedding ...), one line each, in
+    the style of the other bars (``index``'s): ``with steps() as step: with step("loading"): ...``; a step
+    ``with step("embedding", texts=True) as progress`` gets a ``progress(done, total)`` to count its work."""
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("{task.fields[count]}", markup=False),
+        TimeElapsedColumn(),
+    )
+    with Progress(*columns, console=console, transient=False) as bar:
+
+        @contextlib.contextmanager
+        def step(description: str, texts: bool = False) -> Iterator[Callable[[int, int], None] | None]:
+            task = bar.add_task(description, total=None, count="")
+
+            def progress(done: int, total: int) -> None:
+                bar.update(task, completed=done, total=total, count=f"{done}/{total}")
+
+            yield progress if texts else None
+            total = bar.tasks[task].total
+            bar.update(task, total=total or 1, completed=total or 1)
+
+        yield step
 
 
 def run_and_report(

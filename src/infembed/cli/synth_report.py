@@ -9,7 +9,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from infembed.cli.synth_common import ExpectedError, app, fmt, guard, out
+from infembed.cli.synth_common import ExpectedError, app, console, fmt, guard, out, steps
 
 
 @app.command()
@@ -54,11 +54,29 @@ def stats(
     """APS and INGF per field for several data sets, a 2-D map, Cohen's kappa and keep rates per stage."""
 
     def go() -> None:
+        from rich.text import Text
+
+        from infembed.data.errors import DataError
         from infembed.data.jsonl import write_json
         from infembed.synth import stats as st
 
         report: dict[str, Any] = {}
         datasets = [st.load_dataset(p) for p in data]
+        empty = [p for p, d in zip(data, datasets, strict=True) if not d.rows]
+        if empty and len(empty) == len(datasets):
+            where = empty[0] if len(empty) == 1 else ", ".join(map(str, empty))
+            raise DataError(
+                "holds no rows" if len(empty) == 1 else "none of these holds a row",
+                where,
+                hint="a run that kept no row, or an empty file: nothing to measure",
+            )
+        for path in empty:
+            console.print(
+                Text.assemble(
+                    ("warning:", "bold yellow"),
+                    f" {path} holds no rows; it is left out of the diversity table",
+                )
+            )
         names = [d.name for d in datasets]
         if len(set(names)) != len(names):
             for i, d in enumerate(datasets):
@@ -73,10 +91,24 @@ def stats(
             raise ExpectedError("--map needs the embeddings: drop --no-aps")
         if map_method not in ("pca", "tsne"):
             raise ExpectedError("--map-method must be pca or tsne")
-        embedder = st.Embedder(embedding_model) if aps else None
-        result, samples = st.diversity(
-            datasets, groups, max_samples=max_samples, embedder=embedder, seed=seed, with_aps=aps
-        )
+        with steps() as step:
+            embedder = None
+            if aps:
+                with step("loading the embedding model"):
+                    embedder = st.Embedder(embedding_model)
+            with step("embedding" if aps else "measuring", texts=aps) as progress:
+                result, samples = st.diversity(
+                    datasets,
+                    groups,
+                    max_samples=max_samples,
+                    embedder=embedder,
+                    seed=seed,
+                    with_aps=aps,
+                    progress=progress,
+                )
+            if map_png:
+                with step("drawing the map"):
+                    path = st.plot_map(samples, map_png, method=map_method, seed=seed)
         table = Table(title="diversity (APS: lower = more diverse; INGF: higher = more diverse)")
         for col in ("texts", "data set", "N", "APS", "INGF-1", "INGF-2", "INGF-3", "INGF"):
             table.add_column(
@@ -103,7 +135,6 @@ def stats(
             "embedding_model": result.embedding_model,
         }
         if map_png:
-            path = st.plot_map(samples, map_png, method=map_method, seed=seed)
             out.print(f"map written to {path}")
             report["map"] = str(path)
         rates = {d.name: st.keep_rates(d.summary) for d in datasets if d.summary}

@@ -28,7 +28,7 @@ import math
 import random
 import re
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -104,21 +104,38 @@ def default_embedding_model() -> str:
 
 
 class Embedder:
-    """sentence-transformers model, loaded once, L2-normalised embeddings."""
+    """sentence-transformers model, loaded once, L2-normalised embeddings. Loading draws no bar of its own
+    (transformers' tqdm one): the caller shows progress in the CLI's style."""
 
     def __init__(self, model: str | None = None, batch_size: int = 64) -> None:
         from sentence_transformers import SentenceTransformer  # lazy: heavy
+        from transformers.utils import logging as hf_logging
 
         self.name = model or default_embedding_model()
-        self.model = SentenceTransformer(self.name, device="cpu")
+        bars = hf_logging.is_progress_bar_enabled()
+        hf_logging.disable_progress_bar()
+        try:
+            self.model = SentenceTransformer(self.name, device="cpu")
+        finally:
+            if bars:
+                hf_logging.enable_progress_bar()
         self.batch_size = batch_size
 
-    def __call__(self, texts: Sequence[str]) -> np.ndarray:
-        return np.asarray(
-            self.model.encode(
-                list(texts), batch_size=self.batch_size, normalize_embeddings=True, show_progress_bar=False
+    def __call__(self, texts: Sequence[str], progress: Callable[[int], None] | None = None) -> np.ndarray:
+        """The embeddings of ``texts``; ``progress(n)`` after each chunk of ``n`` texts."""
+        texts = list(texts)
+        step = self.batch_size * 4
+        parts = []
+        for start in range(0, len(texts), step):
+            chunk = texts[start : start + step]
+            parts.append(
+                self.model.encode(
+                    chunk, batch_size=self.batch_size, normalize_embeddings=True, show_progress_bar=False
+                )
             )
-        )
+            if progress is not None:
+                progress(len(chunk))
+        return np.concatenate(parts) if parts else np.zeros((0, 0), dtype=np.float32)
 
 
 # ------------------------------------------------------------------------------------------------ data
@@ -178,20 +195,34 @@ def diversity(
     embedder: Any = None,
     seed: int = 0,
     with_aps: bool = True,
+    progress: Callable[[int, int], None] | None = None,
 ) -> tuple[DiversityResult, dict[str, dict[str, tuple[list[str], np.ndarray | None]]]]:
     """APS and INGF per group and data set, each on the same number of texts (the smallest data set's, at
-    most ``max_samples``), sampled with ``seed``. Also returns the sampled texts and embeddings (for the map)."""
+    most ``max_samples``), sampled with ``seed``. Also returns the sampled texts and embeddings (for the map).
+    ``progress(done, total)``: texts embedded so far, of all (APS only)."""
     groups = dict(groups or GROUPS)
     if with_aps and embedder is None:
         embedder = Embedder()
     result = DiversityResult(embedding_model=getattr(embedder, "name", "") if with_aps else "")
     kept: dict[str, dict[str, tuple[list[str], np.ndarray | None]]] = {}
+    plan: dict[str, tuple[int, dict[str, list[str]]]] = {}
     for group, fields in groups.items():
         pools = {d.name: d.texts(fields) for d in datasets}
         available = [len(p) for p in pools.values() if p]
-        if not available:
-            continue
-        n = min(max_samples, *available)
+        if available:
+            plan[group] = (min(max_samples, *available), pools)
+    total = sum(n * sum(1 for p in pools.values() if p) for n, pools in plan.values()) if with_aps else 0
+    done = 0
+
+    def embedded(count: int) -> None:
+        nonlocal done
+        done += count
+        if progress is not None:
+            progress(done, total)
+
+    if progress is not None and with_aps:
+        progress(0, total)
+    for group, (n, pools) in plan.items():
         result.samples[group] = n
         result.table[group] = {}
         kept[group] = {}
@@ -199,7 +230,7 @@ def diversity(
             if not pool:
                 continue
             sample = random.Random(f"{seed}:{group}:{name}").sample(pool, n) if len(pool) > n else list(pool)
-            emb = embedder(sample) if with_aps else None
+            emb = _embed(embedder, sample, embedded) if with_aps else None
             entry = {"n": float(len(sample))}
             if emb is not None:
                 entry["aps"] = aps(emb)
@@ -209,6 +240,15 @@ def diversity(
             result.table[group][name] = entry
             kept[group][name] = (sample, emb)
     return result, kept
+
+
+def _embed(embedder: Any, texts: list[str], progress: Callable[[int], None]) -> np.ndarray:
+    """``embedder(texts)``, reporting progress when the embedder can (an :class:`Embedder`), else at the end."""
+    if isinstance(embedder, Embedder):
+        return embedder(texts, progress)
+    out = embedder(texts)
+    progress(len(texts))
+    return out
 
 
 # ------------------------------------------------------------------------------------------------- map
