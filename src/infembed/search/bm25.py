@@ -15,7 +15,9 @@ from typing import Any
 
 import numpy as np
 
+from infembed.data.errors import DataError
 from infembed.data.jsonl import atomic_dir
+from infembed.search.store import REBUILD
 
 
 @dataclass(frozen=True)
@@ -102,10 +104,22 @@ class BM25:
         import bm25s
 
         path = Path(path)
+        if not path.is_dir():
+            raise DataError("missing: the BM25 index is not there", path, hint=REBUILD)
         saved = path / "infembed_bm25.json"
-        if saved.exists():
-            settings = BM25Settings(**json.loads(saved.read_text()))
-        bm25 = cls(settings)
-        bm25._model = bm25s.BM25.load(str(path), show_progress=False)
-        bm25.count = int(bm25._model.scores["num_docs"])
+        try:
+            if saved.exists():
+                settings = BM25Settings(**json.loads(saved.read_text(encoding="utf-8")))
+            bm25 = cls(settings)
+            bm25._model = bm25s.BM25.load(str(path), show_progress=False)
+            bm25.count = int(bm25._model.scores["num_docs"])
+        except (
+            OSError,
+            ValueError,
+            KeyError,
+            TypeError,
+            EOFError,
+        ) as error:  # bm25s reads json and npy files
+            reason = f"{type(error).__name__}: {error}".splitlines()[0]
+            raise DataError(f"not a readable BM25 index ({reason})", path, hint=REBUILD) from None
         return bm25

@@ -37,14 +37,12 @@ from infembed.search.milvus import open_for_index
 from infembed.search.settings import DENSE_KINDS, IndexSettings
 from infembed.search.store import (
     BM25_DIR,
-    BUILD_NAME,
     FAISS_NAME,
-    INDEX_FORMAT,
-    META_NAME,
+    REBUILD,
     DocStore,
     IndexModelMismatch,
     check_output_dir,
-    read_manifest,
+    open_meta,
     shard_path,
 )
 from infembed.settings import check_number
@@ -91,7 +89,7 @@ class Index(ExclusionSearch):
         self.model = model
         self.vectors = vectors  # the vector store: vectors.FaissStore or milvus.MilvusStore (dense kinds)
         self.bm25 = bm25
-        self.docs = docs if docs is not None else DocStore(self.path)
+        self.docs = docs if docs is not None else DocStore(self.path, int(meta["count"]))
 
     # ------------------------------------------------------------------------------------ properties
 
@@ -230,27 +228,24 @@ class Index(ExclusionSearch):
         check_number("ef_search", ef_search, minimum=1, integer=True, optional=True)  # before any model loads
         check_number("nprobe", nprobe, minimum=1, integer=True, optional=True)
         root = Path(path)
-        meta = read_manifest(root / META_NAME)
-        if meta is None:
-            if (root / BUILD_NAME).exists():
-                raise DataError(
-                    "the index build did not finish",
-                    root,
-                    hint="rerun `infembed index` with the same arguments; it resumes from the last complete shard",
-                )
-            if not root.exists():
-                raise FileNotFoundError(f"{root}: no such index directory")
-            raise DataError(
-                "not an infembed index (no index.json)", root, hint="build one with `infembed index`"
-            )
-        if meta.get("format") != INDEX_FORMAT:
-            raise DataError(
-                f"index format {meta.get('format')!r} is not supported (expected {INDEX_FORMAT})",
-                root / META_NAME,
-            )
+        meta = open_meta(root)
         if meta["kind"] == "bm25":
             recorded = {k: meta["bm25"][k] for k in ("stopwords", "k1", "b") if k in meta["bm25"]}
-            return cls(root, meta, bm25=BM25.load(root / BM25_DIR, BM25Settings(**recorded)))
+            docs = DocStore(
+                root, meta["count"]
+            )  # before the BM25 index: a damaged dir fails on its documents first
+            return cls(root, meta, bm25=BM25.load(root / BM25_DIR, BM25Settings(**recorded)), docs=docs)
+        milvus = meta.get("store", {}).get("kind") == "milvus"
+        docs = vector_store = None
+        if not milvus:  # the files in the dir are checked before the model loads
+            docs = DocStore(root, meta["count"])
+            vector_store = vectors.FaissStore.read(root / FAISS_NAME, meta["faiss"])
+            if vector_store.count != meta["count"]:
+                raise DataError(
+                    f"holds {vector_store.count} vectors, index.json says {meta['count']}",
+                    root / FAISS_NAME,
+                    hint=REBUILD,
+                )
         recorded = meta["model"]
         if model is None:
             try:
@@ -270,16 +265,11 @@ class Index(ExclusionSearch):
                 "embeddings would not match the index. Search with "
                 "the original model, or rebuild the index with this one (`infembed index --model ...`)"
             )
-        if meta.get("store", {}).get("kind") == "milvus":
+        if milvus:
             index = cls(root, meta, model=model, **open_for_index(root, meta, model))
             index.set_search_params(ef_search=ef_search, nprobe=nprobe)
             return index
-        vector_store = vectors.FaissStore.read(root / FAISS_NAME, meta["faiss"])
-        if vector_store.count != meta["count"]:
-            raise DataError(
-                f"{FAISS_NAME} holds {vector_store.count} vectors, index.json says {meta['count']}", root
-            )
-        index = cls(root, meta, model=model, vectors=vector_store)
+        index = cls(root, meta, model=model, vectors=vector_store, docs=docs)
         index.set_search_params(
             ef_search=ef_search if ef_search is not None else meta["faiss"].get("ef_search"),
             nprobe=nprobe if nprobe is not None else meta["faiss"].get("nprobe"),

@@ -27,8 +27,8 @@ from typing import Any
 
 import numpy as np
 
-from infembed.data.errors import DataError
-from infembed.data.jsonl import atomic_write
+from infembed.data.errors import DataError, SettingsError
+from infembed.data.jsonl import atomic_write, json_error_reason
 from infembed.data.records import Document
 
 INDEX_FORMAT = 1
@@ -41,26 +41,56 @@ FAISS_NAME = "vectors.faiss"
 BM25_DIR = "bm25"
 
 
-class IndexModelMismatch(ValueError):
-    """The model given to :meth:`Index.load` is not the one the index was built with."""
+class IndexModelMismatch(SettingsError):
+    """The model given to :meth:`Index.load` is not the one the index was built with (a SettingsError, so the
+    CLI prints it as one line, exit 2; still a ValueError for library callers)."""
 
 
 class DocStore:
     """docs.jsonl read through mmap + a line offset table: O(1) random access, nothing held in memory,
     safe to read from several threads."""
 
-    def __init__(self, root: Path):
+    def __init__(self, root: Path, count: int | None = None):
+        """Open the documents of ``root``; ``count`` (index.json's) is checked against the offset table, and the
+        table against docs.jsonl, so a damaged or cut file is refused here rather than read as wrong text."""
         self.path = root / DOCS_NAME
-        self.offsets = np.load(root / OFFSETS_NAME)
-        self._file = open(self.path, "rb")
+        self.offsets = _read_offsets(root / OFFSETS_NAME)
+        if count is not None and len(self.offsets) != count + 1:
+            raise DataError(
+                f"holds offsets of {len(self.offsets) - 1} documents, index.json says {count}",
+                root / OFFSETS_NAME,
+                hint=REBUILD,
+            )
+        try:
+            self._file = open(self.path, "rb")
+        except (FileNotFoundError, IsADirectoryError):
+            raise DataError("missing: the index has no documents", self.path, hint=REBUILD) from None
         size = os.fstat(self._file.fileno()).st_size
+        if int(self.offsets[-1]) != size:
+            self._file.close()
+            raise DataError(
+                f"is {size} bytes, but {OFFSETS_NAME} ends at byte {int(self.offsets[-1])}: the file was cut or "
+                "changed after the build",
+                self.path,
+                hint=REBUILD,
+            )
         self._map = mmap.mmap(self._file.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
 
     def __len__(self) -> int:
         return len(self.offsets) - 1
 
     def get(self, i: int) -> dict[str, str]:
-        return json.loads(self._map[int(self.offsets[i]) : int(self.offsets[i + 1])])
+        try:
+            doc = json.loads(self._map[int(self.offsets[i]) : int(self.offsets[i + 1])])
+        except json.JSONDecodeError as error:
+            raise DataError(json_error_reason(error), self.path, i + 1, hint=REBUILD) from None
+        except UnicodeDecodeError:
+            raise DataError("not valid UTF-8", self.path, i + 1, hint=REBUILD) from None
+        if not isinstance(doc, dict) or not all(
+            isinstance(doc.get(k), str) for k in ("_id", "title", "text")
+        ):
+            raise DataError("expected a document {_id, title, text}", self.path, i + 1, hint=REBUILD)
+        return doc
 
     def close(self) -> None:
         if isinstance(self._map, mmap.mmap):
@@ -90,11 +120,123 @@ def save_npy(path: Path, array: np.ndarray) -> None:
 
 
 def read_manifest(path: Path) -> dict[str, Any] | None:
-    """index.json / build.json, or None when absent or torn (a torn manifest means "start over")."""
+    """index.json / build.json for a build, or None when absent or torn (a torn manifest means "start over")."""
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (FileNotFoundError, json.JSONDecodeError, UnicodeDecodeError):
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (FileNotFoundError, NotADirectoryError, json.JSONDecodeError, UnicodeDecodeError):
         return None
+    return data if isinstance(data, dict) else None
+
+
+REBUILD = "rebuild the index with `infembed index --overwrite`"
+
+
+def _read_offsets(path: Path) -> np.ndarray:
+    """docs.offsets.npy: ``count + 1`` non-decreasing byte offsets starting at 0, or a DataError."""
+    try:
+        offsets = np.load(path, allow_pickle=False)
+    except FileNotFoundError:
+        raise DataError("missing: the index has no document offsets", path, hint=REBUILD) from None
+    except (ValueError, OSError, EOFError) as error:
+        raise DataError(f"not a readable offset table ({error})", path, hint=REBUILD) from None
+    ok = (
+        isinstance(offsets, np.ndarray)
+        and offsets.ndim == 1
+        and offsets.dtype.kind in "iu"
+        and len(offsets) >= 1
+        and offsets[0] == 0
+        and bool(np.all(np.diff(offsets) >= 0))
+    )
+    if not ok:
+        raise DataError("not an offset table (a rising list of byte offsets from 0)", path, hint=REBUILD)
+    return offsets
+
+
+def open_meta(root: Path) -> dict[str, Any]:
+    """index.json of the index dir ``root``, checked: a missing, unfinished, unparsable or incomplete index is a
+    DataError naming the file (and line) instead of a KeyError or a faiss error further on."""
+    path = root / META_NAME
+    if root.exists() and not root.is_dir():
+        raise DataError(
+            "is a file, not an index directory", root, hint="give the directory `infembed index` wrote"
+        )
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        if (root / BUILD_NAME).exists():
+            raise DataError(
+                "the index build did not finish",
+                root,
+                hint="rerun `infembed index` with the same arguments; it resumes from the last complete shard",
+            ) from None
+        if not root.exists():
+            raise FileNotFoundError(f"{root}: no such index directory") from None
+        raise DataError(
+            "not an infembed index (no index.json)", root, hint="build one with `infembed index`"
+        ) from None
+    except UnicodeDecodeError:
+        raise DataError("not valid UTF-8", path, hint=REBUILD) from None
+    try:
+        meta = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise DataError(json_error_reason(error), path, error.lineno, hint=REBUILD) from None
+    if not isinstance(meta, dict):
+        raise DataError(f"expected a JSON object, got {type(meta).__name__}", path, hint=REBUILD)
+    if meta.get("format") != INDEX_FORMAT:
+        raise DataError(
+            f"index format {meta.get('format')!r} is not supported (expected {INDEX_FORMAT})", path
+        )
+    _check_meta(meta, path)
+    return meta
+
+
+def _check_meta(meta: dict[str, Any], path: Path) -> None:
+    from infembed.search.settings import KINDS
+
+    def need(value: Any, field: str, what: str, ok: bool) -> None:
+        if not ok:
+            shown = "missing" if value is None else f"{type(value).__name__} {value!r}"
+            raise DataError(f"expected {what}, got {shown}", path, field=field, hint=REBUILD)
+
+    kind = meta.get("kind")
+    if kind not in KINDS:
+        raise DataError(
+            f"unknown index kind {kind!r} (known: {', '.join(KINDS)})", path, field="kind", hint=REBUILD
+        )
+    count = meta.get("count")
+    need(
+        count,
+        "count",
+        "a document count",
+        isinstance(count, int) and not isinstance(count, bool) and count >= 0,
+    )
+    if kind == "bm25":
+        need(meta.get("bm25"), "bm25", "the BM25 settings (an object)", isinstance(meta.get("bm25"), dict))
+        template = meta["bm25"].get("template")
+        need(template, "bm25.template", "the query template", isinstance(template, str))
+        return
+    model = meta.get("model")
+    need(model, "model", "the model (an object)", isinstance(model, dict))
+    for key in ("path", "fingerprint"):
+        need(model.get(key), f"model.{key}", "a string", isinstance(model.get(key), str))
+    dim = meta.get("dim")
+    need(dim, "dim", "the embedding size", isinstance(dim, int) and not isinstance(dim, bool) and dim > 0)
+    need(meta.get("shards"), "shards", "a shard count", isinstance(meta.get("shards"), int))
+    store = meta.get("store")
+    if store is not None:
+        need(store, "store", "the vector store (an object)", isinstance(store, dict))
+        if store.get("kind") == "milvus":
+            for key in ("uri", "collection"):
+                need(store.get(key), f"store.{key}", "a string", isinstance(store.get(key), str))
+            need(
+                meta.get("milvus"),
+                "milvus",
+                "the Milvus settings (an object)",
+                isinstance(meta.get("milvus"), dict),
+            )
+            return
+    faiss = meta.get("faiss")
+    need(faiss, "faiss", "the faiss settings (an object)", isinstance(faiss, dict) and "factory" in faiss)
 
 
 def corpus_digest(ids: Sequence[str], corpus: Mapping[str, Document]) -> str:

@@ -14,10 +14,10 @@ from typing import Any
 
 import numpy as np
 
-from infembed.data.errors import SettingsError
+from infembed.data.errors import DataError, SettingsError
 from infembed.data.jsonl import atomic_path
 from infembed.search.settings import DENSE_KINDS, IndexSettings
-from infembed.search.store import iter_shards, training_sample
+from infembed.search.store import REBUILD, iter_shards, training_sample
 
 
 def faiss_settings(settings: IndexSettings, count: int) -> dict[str, Any]:
@@ -100,9 +100,17 @@ class FaissStore:
 
     @classmethod
     def read(cls, path: Path, settings: dict[str, Any]) -> FaissStore:
+        """Open vectors.faiss; a missing or damaged file is a DataError (faiss's own is a RuntimeError)."""
         import faiss
 
-        return cls(faiss.read_index(str(path)), settings)
+        path = Path(path)
+        if not path.is_file():
+            raise DataError("missing: the index has no vectors", path, hint=REBUILD)
+        try:
+            return cls(faiss.read_index(str(path)), settings)
+        except RuntimeError as error:
+            reason = str(error).strip().splitlines()[-1] if str(error).strip() else type(error).__name__
+            raise DataError(f"not a readable faiss index ({reason})", path, hint=REBUILD) from None
 
     @property
     def count(self) -> int:
