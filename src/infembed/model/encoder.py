@@ -19,7 +19,7 @@ import torch
 from torch import nn
 
 from infembed.data.errors import DataError, SettingsError
-from infembed.model import gguf
+from infembed.model import gguf, names
 
 POOLING_MODES = ("cls", "mean", "last")
 _ST_POOLING = {"cls": "cls", "mean": "mean", "last": "lasttoken"}
@@ -74,10 +74,12 @@ def load_sentence_transformer(
         model_kwargs["dtype"] = dtype
     is_st = os.path.exists(os.path.join(name_or_path, "modules.json"))
     if gguf_file is None and (is_st or not os.path.exists(name_or_path)):
+        if not is_st and names.looks_like_path(name_or_path):  # a missing dir, not a hub id
+            raise names.missing_directory(name_or_path)
         try:
             st = SentenceTransformer(name_or_path, device=device, model_kwargs=model_kwargs or None)
-        except OSError as error:  # not on the hub / offline
-            raise FileNotFoundError(f"cannot load model {name_or_path!r}: {error}") from None
+        except OSError as error:  # not on the hub / offline / no network
+            raise names.unloadable_hub_name(name_or_path, error) from None
         if pooling is not None and _pooling_of(st) != pooling:
             dim = st[0].get_embedding_dimension()
             st = SentenceTransformer(
@@ -94,7 +96,10 @@ def load_sentence_transformer(
                 processor_kwargs=dict(extra),
                 config_kwargs=dict(extra),
             )
-        except (OSError, ValueError) as error:  # a local dir transformers cannot read (a broken or partial save)
+        except (
+            OSError,
+            ValueError,
+        ) as error:  # a local dir transformers cannot read (a broken or partial save)
             if not os.path.isdir(name_or_path):
                 raise
             reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
@@ -103,7 +108,11 @@ def load_sentence_transformer(
             gguf.save_if_dequantised(transformer.model, transformer.tokenizer, save_to)
         mode = pooling or "mean"
         st = SentenceTransformer(
-            modules=[transformer, Pooling(transformer.get_embedding_dimension(), pooling_mode=_ST_POOLING[mode]), Normalize()],
+            modules=[
+                transformer,
+                Pooling(transformer.get_embedding_dimension(), pooling_mode=_ST_POOLING[mode]),
+                Normalize(),
+            ],
             device=device,
         )
     if max_length is not None:
@@ -125,7 +134,9 @@ def _pooling_of(st) -> str:
 class Encoder(nn.Module):
     """Backbone + pooling + optional L2 normalisation around a SentenceTransformer's first module."""
 
-    def __init__(self, st, *, pooling: str | None = None, normalize: bool = True, append_eos: bool | None = None):
+    def __init__(
+        self, st, *, pooling: str | None = None, normalize: bool = True, append_eos: bool | None = None
+    ):
         super().__init__()
         self.st = st
         self.pooling = pooling or _pooling_of(st)
@@ -235,7 +246,9 @@ class Encoder(nn.Module):
         parts = []
         for start in range(0, len(order), bucket):
             chunk = order[start : start + bucket]
-            features = self.tokenizer.pad({k: [encoded[k][i] for i in chunk] for k in keys}, return_tensors="pt")
+            features = self.tokenizer.pad(
+                {k: [encoded[k][i] for i in chunk] for k in keys}, return_tensors="pt"
+            )
             parts.append(run({k: v.to(self.device) for k, v in features.items()}, torch.tensor(chunk)))
         inverse = torch.empty(len(order), dtype=torch.long)
         inverse[torch.tensor(order)] = torch.arange(len(order))

@@ -51,7 +51,8 @@ def default_model_path() -> str:
 def resolve_model_name(name: str | None) -> str:
     if name in (None, "", "default", "minilm", "all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2"):
         return default_model_path()
-    return str(name)
+    name = str(name)
+    return os.path.expanduser(name) if name.startswith("~") else name  # a quoted "~/models/x" too
 
 
 def _read_model_config(path: Path) -> dict[str, Any]:
@@ -125,8 +126,13 @@ def _versions() -> dict[str, str]:
 class InFEmbed(nn.Module):
     """Instruction-aware bi-encoder: ``encode_queries(queries, instructions)`` and ``encode_passages(texts)``."""
 
-    def __init__(self, encoder: Encoder, config: ModelConfig, passage_encoder: Encoder | None = None,
-                 interaction: CrossAttentionInteraction | None = None):
+    def __init__(
+        self,
+        encoder: Encoder,
+        config: ModelConfig,
+        passage_encoder: Encoder | None = None,
+        interaction: CrossAttentionInteraction | None = None,
+    ):
         super().__init__()
         self.encoder = encoder
         self.config = config
@@ -158,12 +164,20 @@ class InFEmbed(nn.Module):
         dev = resolve_device(device)
         if dtype is None and dev.type == "cuda" and torch.cuda.is_bf16_supported():
             dtype = torch.bfloat16
-        st = load_sentence_transformer(name, pooling=config.pooling, device=str(dev), dtype=dtype, gguf_file=config.gguf_file)
-        encoder = Encoder(st, pooling=config.pooling, normalize=config.normalize, append_eos=config.append_eos)
+        st = load_sentence_transformer(
+            name, pooling=config.pooling, device=str(dev), dtype=dtype, gguf_file=config.gguf_file
+        )
+        encoder = Encoder(
+            st, pooling=config.pooling, normalize=config.normalize, append_eos=config.append_eos
+        )
         passage_encoder = None
         if config.separate_passage_encoder:
-            st_p = load_sentence_transformer(name, pooling=config.pooling, device=str(dev), dtype=dtype, gguf_file=config.gguf_file)
-            passage_encoder = Encoder(st_p, pooling=config.pooling, normalize=config.normalize, append_eos=config.append_eos)
+            st_p = load_sentence_transformer(
+                name, pooling=config.pooling, device=str(dev), dtype=dtype, gguf_file=config.gguf_file
+            )
+            passage_encoder = Encoder(
+                st_p, pooling=config.pooling, normalize=config.normalize, append_eos=config.append_eos
+            )
         interaction = None
         if config.interaction == "cross_attention":
             hidden = int(getattr(encoder.backbone.config, "hidden_size", encoder.dim))
@@ -180,17 +194,27 @@ class InFEmbed(nn.Module):
         then gets the default concatenation template. ``overrides`` replace saved settings (e.g. template)."""
         name = resolve_model_name(path)
         config_path = Path(name) / CONFIG_NAME
-        data = _read_model_config(config_path) if config_path.exists() else {"base_model": str(path or "all-MiniLM-L6-v2")}
+        data = (
+            _read_model_config(config_path)
+            if config_path.exists()
+            else {"base_model": str(path or "all-MiniLM-L6-v2")}
+        )
         data.update({k: v for k, v in overrides.items() if v is not None})
         config = ModelConfig.from_dict(data)
         dev = resolve_device(device)
         dtype = torch.bfloat16 if dev.type == "cuda" and torch.cuda.is_bf16_supported() else None
         st = load_sentence_transformer(name, device=str(dev), dtype=dtype, max_length=None)
-        encoder = Encoder(st, pooling=config.pooling, normalize=config.normalize, append_eos=config.append_eos)
+        encoder = Encoder(
+            st, pooling=config.pooling, normalize=config.normalize, append_eos=config.append_eos
+        )
         passage_encoder = None
         if config.separate_passage_encoder:
-            st_p = load_sentence_transformer(os.path.join(name, "passage_encoder"), device=str(dev), dtype=dtype)
-            passage_encoder = Encoder(st_p, pooling=config.pooling, normalize=config.normalize, append_eos=config.append_eos)
+            st_p = load_sentence_transformer(
+                os.path.join(name, "passage_encoder"), device=str(dev), dtype=dtype
+            )
+            passage_encoder = Encoder(
+                st_p, pooling=config.pooling, normalize=config.normalize, append_eos=config.append_eos
+            )
         interaction = None
         if config.interaction == "cross_attention":
             from safetensors.torch import load_file
@@ -258,11 +282,15 @@ class InFEmbed(nn.Module):
         settings = {k: v for k, v in asdict(self.config).items() if k not in skip}
         if self.interaction is None:  # a cross-attention-only setting: concatenation ids stay as they were
             settings.pop("cross_attention_base", None)
-        settings["encoders"] = [_encoder_settings(enc) for enc in (self.encoder, self.passage_encoder) if enc is not None]
+        settings["encoders"] = [
+            _encoder_settings(enc) for enc in (self.encoder, self.passage_encoder) if enc is not None
+        ]
         digest.update(json.dumps(settings, sort_keys=True).encode())
-        modules = (("encoder", self.encoder.backbone),
-                   ("passage_encoder", self.passage_encoder.backbone if self.passage_encoder else None),
-                   ("interaction", self.interaction))
+        modules = (
+            ("encoder", self.encoder.backbone),
+            ("passage_encoder", self.passage_encoder.backbone if self.passage_encoder else None),
+            ("interaction", self.interaction),
+        )
         for prefix, module in modules:
             if module is None:
                 continue
@@ -280,7 +308,9 @@ class InFEmbed(nn.Module):
     def embed_passages(self, texts: Sequence[str]) -> torch.Tensor:
         return self.passage_side.embed(texts, self.config.passage_max_length)
 
-    def embed_queries(self, queries: Sequence[str], instructions: Sequence[str | None] | None = None) -> torch.Tensor:
+    def embed_queries(
+        self, queries: Sequence[str], instructions: Sequence[str | None] | None = None
+    ) -> torch.Tensor:
         instructions = list(instructions) if instructions is not None else [None] * len(queries)
         if len(instructions) != len(queries):
             raise SettingsError(f"{len(queries)} queries but {len(instructions)} instructions")
@@ -289,7 +319,9 @@ class InFEmbed(nn.Module):
             return self.encoder.embed(texts, self.config.query_max_length)
         return self._cross_attention_embed(queries, instructions)
 
-    def _cross_attention_embed(self, queries: Sequence[str], instructions: Sequence[str | None]) -> torch.Tensor:
+    def _cross_attention_embed(
+        self, queries: Sequence[str], instructions: Sequence[str | None]
+    ) -> torch.Tensor:
         if self.config.cross_attention_base == "concat":
             return self._concat_cross_attention_embed(queries, instructions)
         # Encode each distinct query and instruction once; any (instruction, query) pair is then cheap.
@@ -338,8 +370,12 @@ class InFEmbed(nn.Module):
 
     # ----------------------------------------------------------------------------------- inference (numpy)
 
-    def encode_passages(self, texts: Sequence[str], *, batch_size: int = 32, progress: str | None = None) -> np.ndarray:
-        return self.passage_side.encode(texts, max_length=self.config.passage_max_length, batch_size=batch_size, progress=progress)
+    def encode_passages(
+        self, texts: Sequence[str], *, batch_size: int = 32, progress: str | None = None
+    ) -> np.ndarray:
+        return self.passage_side.encode(
+            texts, max_length=self.config.passage_max_length, batch_size=batch_size, progress=progress
+        )
 
     def score(
         self,
@@ -371,7 +407,9 @@ class InFEmbed(nn.Module):
         else:
             embeddings = self.encode_passages(list(passages), batch_size=batch_size)
         fitted = self.config.exclusions
-        settings = resolve_exclusions(exclusions, ExclusionSettings.from_json(fitted) if fitted else DEFAULTS["dense"])
+        settings = resolve_exclusions(
+            exclusions, ExclusionSettings.from_json(fitted) if fitted else DEFAULTS["dense"]
+        )
 
         def score_pairs(qs: Sequence[str], ins: Sequence[str | None]) -> np.ndarray:
             return self.encode_queries(list(qs), list(ins), batch_size=batch_size) @ embeddings.T
@@ -395,17 +433,23 @@ class InFEmbed(nn.Module):
         if len(instructions) != len(queries):
             raise SettingsError(f"{len(queries)} queries but {len(instructions)} instructions")
         if template is not None and self.interaction is not None:
-            raise SettingsError("a template applies to concatenation models only; this model uses cross-attention")
+            raise SettingsError(
+                "a template applies to concatenation models only; this model uses cross-attention"
+            )
         if self.interaction is None:
             template = resolve_template(template) if template is not None else self.config.template
             texts = [join(template, q, i) for q, i in zip(queries, instructions)]
-            return self.encoder.encode(texts, max_length=self.config.query_max_length, batch_size=batch_size, progress=progress)
+            return self.encoder.encode(
+                texts, max_length=self.config.query_max_length, batch_size=batch_size, progress=progress
+            )
         was_training = self.training
         self.eval()
         out = []
         with torch.inference_mode():
             for start in range(0, len(queries), batch_size):
-                emb = self._cross_attention_embed(queries[start : start + batch_size], instructions[start : start + batch_size])
+                emb = self._cross_attention_embed(
+                    queries[start : start + batch_size], instructions[start : start + batch_size]
+                )
                 out.append(emb.float().cpu().numpy())
         self.train(was_training)
         return np.concatenate(out) if out else np.zeros((0, self.dim), dtype=np.float32)
