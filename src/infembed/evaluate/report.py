@@ -211,7 +211,9 @@ def model_labels(results: Sequence[dict[str, Any]], with_exclusions: bool = True
         if len(templates[key]) > 1:
             template = str(r.get("template"))
             label += f" [{template if len(template) <= 24 else template[:23] + '…'}]"
-        if with_exclusions and exclusions_label(r) != "off":
+        if r.get("retriever") == "run file":  # scored from TREC runs made elsewhere (eval --run-og)
+            label += " [run file]"
+        if with_exclusions and exclusions_label(r) not in ("off", "unknown"):
             label += f" + exclusions ({exclusions_label(r)})"
         labels.append(label)
     return labels
