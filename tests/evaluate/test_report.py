@@ -206,3 +206,16 @@ def test_twelve_runs_on_seven_benchmarks_stay_legible():
         assert len(labels) == 12 and len(set(labels)) == 12
     finally:
         pyplot().close(fig)
+
+
+def test_labels_with_brackets_are_printed_not_read_as_markup():
+    """A run file's label ('bm25 [run file]') and a template's ('BM25 [instruct]') hold square brackets, which
+    rich would take for style tags and drop from the table."""
+    from rich.console import Console
+
+    runs = [RUN, dict(RUN, template="Instruct: {instruction}\nQuery: {query}"),
+            dict(RUN, model="bm25__excl-rules", retriever="run file", exclusions="unknown")]  # fmt: skip
+    console = Console(record=True, width=250)
+    console.print(results_table(runs))
+    text = console.export_text()
+    assert "bm25__excl-rules [run file]" in text and "BM25 [{query} {instruction}]" in text, text

@@ -93,6 +93,7 @@ def _fmt(value: float | None) -> str:
 
 def results_table(results: Sequence[dict[str, Any]], title: str = "infembed eval"):
     """One row per (model, benchmark): p-MRR, headline score, nDCG@5, nDCG@10 (all x100) and wall time."""
+    from rich.markup import escape
     from rich.table import Table
 
     table = Table(title=title, title_justify="left")
@@ -114,9 +115,9 @@ def results_table(results: Sequence[dict[str, Any]], title: str = "infembed eval
     for r, label in zip(results, labels):
         og = r.get("og") or {}
         changed = r.get("changed") or {}
-        table.add_row(
-            str(r["benchmark"]),
-            label,
+        table.add_row(  # labels may hold '[...]' (templates, run files): text, not rich markup
+            escape(str(r["benchmark"])),
+            escape(label),
             _fmt(r.get("p-MRR")),
             _fmt(r.get("score")),
             str(r.get("main_score", "")),
