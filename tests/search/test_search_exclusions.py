@@ -52,17 +52,23 @@ def test_bm25_index_equals_exclusion_aware_evaluation(data_dir, tmp_path):
 
 @pytest.mark.parametrize("kind", ["flat", "hnsw", "ivf"])
 def test_dense_indexes_push_excluded_documents_down(kind, model, tmp_path):
-    index = Index.build(model, CORPUS, tmp_path / kind, kind=kind, nlist=2 if kind == "ivf" else None,
-                        nprobe=2 if kind == "ivf" else None)
+    index = Index.build(
+        model,
+        CORPUS,
+        tmp_path / kind,
+        kind=kind,
+        nlist=2 if kind == "ivf" else None,
+        nprobe=2 if kind == "ivf" else None,
+    )
     query = "cars and fuel economy"
     excluding = "Documents about electric cars are not relevant."
-    on = _ids(index.search(query, excluding, k=6)[0])
-    off = _ids(index.search(query, excluding, k=6, exclusions="off")[0])
+    on = _ids(index.search(query, excluding, k=6))
+    off = _ids(index.search(query, excluding, k=6, exclusions="off"))
     assert on.index("electric") > off.index("electric") or on.index("electric") >= 4
     assert on.index("batteries") >= off.index("batteries")
     plain = "Any kind of car is relevant."
-    with_rules = index.search(query, plain, k=6)[0]
-    without = index.search(query, plain, k=6, exclusions="off")[0]
+    with_rules = index.search(query, plain, k=6)
+    without = index.search(query, plain, k=6, exclusions="off")
     assert [(h.id, h.score) for h in with_rules] == [(h.id, h.score) for h in without]
     assert index.split([excluding])[0].exclude == ["electric cars"]
 
@@ -75,10 +81,10 @@ def test_dense_index_matches_excluded_aspects_with_its_bm25_and_rebuilds_it_when
     index = Index.build(model, CORPUS, tmp_path / "flat")
     assert index.exclusion_settings("rules").aspect_scorer == "bm25" and (tmp_path / "flat" / "bm25").is_dir()
     query, excluding = "cars and fuel economy", "Documents about electric cars are not relevant."
-    with_dir = [(h.id, h.score) for h in index.search(query, excluding, k=6)[0]]
+    with_dir = [(h.id, h.score) for h in index.search(query, excluding, k=6)]
     shutil.rmtree(tmp_path / "flat" / "bm25")
     reopened = Index.load(tmp_path / "flat", model)
-    rebuilt = [(h.id, h.score) for h in reopened.search(query, excluding, k=6)[0]]
+    rebuilt = [(h.id, h.score) for h in reopened.search(query, excluding, k=6)]
     assert [i for i, _ in rebuilt] == [i for i, _ in with_dir]
     assert max(abs(a - b) for (_, a), (_, b) in zip(rebuilt, with_dir)) <= 1e-5
 
@@ -89,15 +95,34 @@ def test_search_cli_shows_the_split_and_accepts_off(model, tmp_path):
     cli = Path(sys.executable).with_name("infembed")
     if not cli.exists():
         pytest.skip("infembed entry point not installed")
-    run = subprocess.run([str(cli), "search", "-i", str(index_dir), "-q", "cars fuel economy", "-I",
-                          "Documents about electric cars are not relevant.", "--json"],
-                         capture_output=True, text=True, timeout=120)
+    run = subprocess.run(
+        [
+            str(cli),
+            "search",
+            "-i",
+            str(index_dir),
+            "-q",
+            "cars fuel economy",
+            "-I",
+            "Documents about electric cars are not relevant.",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert run.returncode == 0, run.stderr
     payload = json.loads(run.stdout)
     assert payload["split"]["exclude"] == ["electric cars"] and payload["exclusions"] == "rules"
-    bad = subprocess.run([str(cli), "search", "-i", str(index_dir), "-q", "cars", "--exclusions", "regex"],
-                         capture_output=True, text=True, timeout=120)
-    assert bad.returncode == 2 and "--exclusions must be one of" in bad.stderr and "Traceback" not in bad.stderr
+    bad = subprocess.run(
+        [str(cli), "search", "-i", str(index_dir), "-q", "cars", "--exclusions", "regex"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert (
+        bad.returncode == 2 and "--exclusions must be one of" in bad.stderr and "Traceback" not in bad.stderr
+    )
 
 
 def test_service_applies_exclusions_per_request_and_shows_the_split(model, tmp_path):
@@ -113,16 +138,20 @@ def test_service_applies_exclusions_per_request_and_shows_the_split(model, tmp_p
     query, excluding = "cars and fuel economy", "Documents about electric cars are not relevant."
     with BackgroundServer(app) as base, httpx.Client(base_url=base, timeout=60) as client:
         on = client.post("/search", json={"query": query, "instruction": excluding, "k": 6}).json()
-        off = client.post("/search", json={"query": query, "instruction": excluding, "k": 6, "exclusions": "off"}).json()
+        off = client.post(
+            "/search", json={"query": query, "instruction": excluding, "k": 6, "exclusions": "off"}
+        ).json()
         assert on["exclusions"] == "rules" and on["split"]["exclude"] == ["electric cars"]
         assert off["exclusions"] == "off" and off.get("split") is None
-        assert [h["id"] for h in on["hits"]] == _ids(index.search(query, excluding, k=6)[0])
-        assert [h["id"] for h in off["hits"]] == _ids(index.search(query, excluding, k=6, exclusions="off")[0])
+        assert [h["id"] for h in on["hits"]] == _ids(index.search(query, excluding, k=6))
+        assert [h["id"] for h in off["hits"]] == _ids(index.search(query, excluding, k=6, exclusions="off"))
         assert client.get("/health").json()["exclusions"]["splitter"] == "rules"
         bad = client.post("/search", json={"query": query, "exclusions": "regex"})
         assert bad.status_code == 422
         # concurrent requests with both modes batched together: each gets its own mode's ranking
-        bodies = [{"query": query, "instruction": excluding, "k": 6, "exclusions": m} for m in ("rules", "off") * 8]
+        bodies = [
+            {"query": query, "instruction": excluding, "k": 6, "exclusions": m} for m in ("rules", "off") * 8
+        ]
         with concurrent.futures.ThreadPoolExecutor(8) as pool:
             replies = list(pool.map(lambda b: client.post("/search", json=b).json(), bodies))
         for body, reply in zip(bodies, replies):

@@ -30,7 +30,7 @@ def _top_ids(index: Index, k: int = 3) -> list[list[str]]:
 def test_flat_index_finds_expected_documents(flat_index):
     assert flat_index.kind == "flat" and flat_index.count == 30 and flat_index.dim == 384
     assert [ids[0] for ids in _top_ids(flat_index)] == [expected for _, _, expected in EXPECTED]
-    hits = flat_index.search("heat transfer in hypersonic flow", k=5)[0]
+    hits = flat_index.search("heat transfer in hypersonic flow", k=5)
     assert len(hits) == 5 and isinstance(hits[0], Hit)
     assert hits[0].title == "Heat transfer in hypersonic flow" and "Mach 8" in hits[0].text
     assert all(a.score >= b.score for a, b in zip(hits, hits[1:]))
@@ -57,7 +57,9 @@ def test_approximate_kinds_same_interface(kind, model, corpus_path, tmp_path, fl
         model, "encode_passages", lambda *a, **k: pytest.fail("shards should have been reused")
     )
     # a finished index of other settings is not replaced by mistake: refused, and left whole
-    with pytest.raises(DataError, match=f"holds a complete index built from other inputs \\(kind flat, not {kind}"):
+    with pytest.raises(
+        DataError, match=f"holds a complete index built from other inputs \\(kind flat, not {kind}"
+    ):
         Index.build(model, corpus_path, tmp_path / kind, kind=kind, shard_size=SHARD_SIZE)
     assert Index.load(tmp_path / kind, model).kind == "flat"
     index = Index.build(model, corpus_path, tmp_path / kind, kind=kind, shard_size=SHARD_SIZE, overwrite=True)
@@ -70,11 +72,11 @@ def test_approximate_kinds_same_interface(kind, model, corpus_path, tmp_path, fl
 
 def test_bm25_through_the_same_interface(bm25_index):
     assert bm25_index.kind == "bm25" and bm25_index.fingerprint is None
-    hits = bm25_index.search("hypersonic heat transfer", k=5)[0]
+    hits = bm25_index.search("hypersonic heat transfer", k=5)
     assert hits[0].id == "hypersonic" and hits[0].title and hits[0].score > 0
-    assert bm25_index.search("zzzz qqqq", k=5) == [[]]  # no shared term: no results, not score-0 filler
+    assert bm25_index.search("zzzz qqqq", k=5) == []  # no shared term: no results, not score-0 filler
     reopened = Index.load(bm25_index.path)
-    assert [h.id for h in reopened.search("bitcoin blockchain", k=2)[0]][0] == "bitcoin"
+    assert [h.id for h in reopened.search("bitcoin blockchain", k=2)][0] == "bitcoin"
 
 
 def test_search_arguments_checked(flat_index):
@@ -89,7 +91,9 @@ def test_search_arguments_checked(flat_index):
     with pytest.raises(ValueError, match="query 2 is empty"):
         flat_index.search(["heat", ""], k=3)
     # a lone surrogate ("\\ud800" in JSON, undecodable bytes in argv) used to be a tokenizer TypeError traceback
-    with pytest.raises(ValueError, match=r"the query holds a lone UTF-16 surrogate \(\\udced\) at character 6"):
+    with pytest.raises(
+        ValueError, match=r"the query holds a lone UTF-16 surrogate \(\\udced\) at character 6"
+    ):
         flat_index.search("heat \udced", k=3)
     with pytest.raises(ValueError, match="instruction 2 holds a lone UTF-16 surrogate"):
         flat_index.search(["heat", "wings"], ["ok", "bad \ud800"], k=3)
@@ -121,9 +125,7 @@ def test_interrupted_build_resumes_with_identical_vectors(
     with pytest.raises(_Killed):
         Index.build(model, corpus_path, root, shard_size=SHARD_SIZE)
     assert not (root / META_NAME).exists()  # not loadable as a complete index
-    assert (
-        shard_path(root, 0).exists() and shard_path(root, 1).exists() and not shard_path(root, 2).exists()
-    )
+    assert shard_path(root, 0).exists() and shard_path(root, 1).exists() and not shard_path(root, 2).exists()
     with pytest.raises(DataError, match="did not finish.*resumes"):
         Index.load(root, model)
 
@@ -179,7 +181,7 @@ def test_mismatched_model_refused(model, flat_index, tmp_path):
     templated = copy.deepcopy(model)
     templated.config.template = "{instruction} {query}"
     index = Index.load(flat_index.path, templated)
-    assert index.search("cryptocurrency mining", "Finance documents.", k=1)[0][0].id == "bitcoin"
+    assert index.search("cryptocurrency mining", "Finance documents.", k=1)[0].id == "bitcoin"
 
 
 def test_load_without_model_uses_the_recorded_one(flat_index):
@@ -211,5 +213,5 @@ def test_bad_directories(tmp_path, corpus_path, model):
 def test_in_memory_corpus(model, tmp_path):
     corpus = {"a": "the cat sat on the mat", "b": {"title": "Stars", "text": "nuclear fusion powers the sun"}}
     index = Index.build(model, corpus, tmp_path / "mem")
-    assert index.search("what powers stars", k=1)[0][0].id == "b"
+    assert index.search("what powers stars", k=1)[0].id == "b"
     assert index.document(1) == {"_id": "b", "title": "Stars", "text": "nuclear fusion powers the sun"}

@@ -242,7 +242,7 @@ def test_serve_over_milvus(milvus_index, flat_index):
         assert c.get("/health").status_code == 200
         for query, instruction in [(q, i) for q, i, _ in EXPECTED] + EXCLUDING:
             body = c.post("/search", json={"query": query, "instruction": instruction, "k": 5}).json()
-            expected = flat_index.search(query, instruction, k=5)[0]
+            expected = flat_index.search(query, instruction, k=5)
             assert [h["id"] for h in body["hits"]] == [h.id for h in expected]
             assert max(abs(h["score"] - e.score) for h, e in zip(body["hits"], expected)) <= TOLERANCE
 
@@ -269,7 +269,7 @@ def test_cli_index_and_search_with_milvus(corpus_path, tmp_path, flat_index):
     )
     assert result.exit_code == 0, result.output
     hits = json.loads(result.stdout)["hits"]
-    assert [h["id"] for h in hits] == [h.id for h in flat_index.search(query, instruction, k=3)[0]]
+    assert [h["id"] for h in hits] == [h.id for h in flat_index.search(query, instruction, k=3)]
     result = runner.invoke(app, [*args, "--uri", uri])
     assert result.exit_code == 2 and "--store milvus only" in result.output
 

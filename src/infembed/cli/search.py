@@ -88,12 +88,18 @@ def index_command(
         TimeElapsedColumn(),
         TimeRemainingColumn(),
     )
-    with Progress(*columns, console=console, disable=rank != 0 or kind == "bm25", transient=False) as bar:
-        task = bar.add_task("encoding", total=None)
+    # the bar is drawn when encoding starts (the first progress call), so a refusal shows no empty bar
+    bar = Progress(*columns, console=console, disable=rank != 0 or kind == "bm25", transient=False)
+    task = None
 
-        def progress(done: int, total: int) -> None:
-            bar.update(task, completed=done, total=total)
+    def progress(done: int, total: int) -> None:
+        nonlocal task
+        if task is None:
+            bar.start()
+            task = bar.add_task("encoding", total=total)
+        bar.update(task, completed=done, total=total)
 
+    try:
         index = Index.build(
             None if kind == "bm25" else model,
             corpus,
@@ -106,6 +112,9 @@ def index_command(
             collection=collection,
             overwrite=overwrite,
         )
+    finally:
+        if task is not None:
+            bar.stop()
     if rank == 0:
         model_note = (
             f", model {index.meta['model']['path']} (fingerprint {index.fingerprint})"

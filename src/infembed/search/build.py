@@ -132,7 +132,11 @@ def build_dense(
                 if milvus is None
                 else {"store": {"kind": "milvus", **milvus}}
             )
-            wanted = {"kind": kind, "model": {"fingerprint": fingerprint}, "corpus_sha256": manifest["corpus_sha256"]}
+            wanted = {
+                "kind": kind,
+                "model": {"fingerprint": fingerprint},
+                "corpus_sha256": manifest["corpus_sha256"],
+            }
             store.check_replacing(root, {**wanted, **placement}, overwrite)
             if milvus is not None:  # refused before any encoding when the collection holds another build
                 collection = open_milvus_for_build(milvus, settings, count, dim, manifest)
@@ -149,6 +153,8 @@ def build_dense(
             collection = open_milvus_for_build(milvus, settings, count, dim, manifest)
         done = 0
         mine = [s for s in range(shards) if s % world == rank]
+        if progress is not None:  # every check has passed: encoding starts
+            progress(0, count)
         for shard in mine:
             lo, hi = shard * shard_size, min(count, (shard + 1) * shard_size)
             path = shard_path(root, shard)
@@ -201,6 +207,7 @@ def build_dense(
             # lexically (ExclusionSettings.aspect_scorer="bm25", the fitted dense default); a few % of the build
             BM25().index([docs[d].full_text() for d in ids]).save(root / BM25_DIR)
             write_json(root / META_NAME, meta)  # last: its presence means the index is complete
+            store.make_private(root)
         barrier()
 
 
@@ -261,6 +268,7 @@ def build_bm25(docs: Mapping[str, Document], ids: list[str], root: Path, *, over
         "versions": vectors.versions(),
     }
     write_json(root / META_NAME, meta)
+    store.make_private(root)
 
 
 @contextlib.contextmanager

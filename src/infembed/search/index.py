@@ -4,7 +4,7 @@
     >>> index = Index.build("default", "corpus.jsonl", "my-index")           # faiss exact inner product
     >>> hits = index.search(["heat transfer in hypersonic flow"], ["Only wind-tunnel experiments."], k=5)[0]
     >>> hits[0].id, hits[0].score, hits[0].title
-    >>> Index.load("my-index").search("another query", k=3)                    # reloads the same model
+    >>> hits = Index.load("my-index").search("another query", k=3)             # one query string: its hits
 
 The files of an index dir are described in :mod:`infembed.search.store`; the faiss side in
 :mod:`infembed.search.vectors`, BM25 in :mod:`infembed.search.bm25`.
@@ -43,7 +43,9 @@ from infembed.search.store import (
     IndexModelMismatch,
     check_output_dir,
     open_meta,
+    prepare_output,
     shard_path,
+    writable_dir,
 )
 from infembed.settings import check_number
 
@@ -196,9 +198,7 @@ class Index(ExclusionSearch):
         check_output_dir(root)
         docs = load_corpus(corpus)
         ids = list(docs)
-        if kind == "bm25":
-            build_bm25(docs, ids, root, overwrite=overwrite)
-            return cls.load(root)
+        settings.check_count(len(ids))
         target = None
         if store == "milvus":
             from infembed.search.milvus import check_collection_name, default_collection, resolve_uri
@@ -207,6 +207,12 @@ class Index(ExclusionSearch):
                 "uri": resolve_uri(uri),
                 "collection": check_collection_name(collection or default_collection(root)),
             }
+        prepare_output(root)  # everything above is checked before the dir is made and the model loads
+        if target is not None and "://" not in target["uri"]:
+            writable_dir(Path(target["uri"]).parent)  # Milvus Lite opens its file only in an existing dir
+        if kind == "bm25":
+            build_bm25(docs, ids, root, overwrite=overwrite)
+            return cls.load(root)
         model = resolve_model(model, device)
         build_dense(model, docs, ids, root, settings, progress=progress, milvus=target, overwrite=overwrite)
         return cls.load(root, model)
@@ -295,12 +301,14 @@ class Index(ExclusionSearch):
         batch_size: int = 32,
         exclusions: Any = "rules",
         exclusion_splitter: Callable[[str], Any] | None = None,
-    ) -> list[list[Hit]]:
+    ) -> list[Hit] | list[list[Hit]]:
         """The top ``k`` documents for each (query, instruction) pair, best first.
 
-        ``queries`` is a list (or one string); ``instructions`` is None, one string for all queries, or a list
-        aligned with ``queries``. Returns one list of :class:`Hit` per query (fewer than ``k`` when the corpus
-        is smaller, or, for BM25, when fewer documents share a term with the query).
+        ``queries`` is one string or a list; ``instructions`` is None, one string for all queries, or a list
+        aligned with ``queries``. One query string gives its list of :class:`Hit` (``hits =
+        index.search("q", "i")``); a list of queries gives one list of hits per query (``index.search(["q"])[0]``).
+        A query gets fewer than ``k`` hits when the corpus is smaller, or, for BM25, when fewer documents share
+        a term with it.
 
         ``exclusions`` (``"rules"`` by default, ``"off"``, ``"llm"`` with ``exclusion_splitter``, or
         :class:`~infembed.exclusions.ExclusionSettings`): an instruction that excludes something ("documents on X
@@ -308,6 +316,7 @@ class Index(ExclusionSearch):
         down (docs/instructions.md); the candidates are the top ``max(pool, 5k)`` by the kept part. Queries whose
         instruction excludes nothing get exactly the plain search. :meth:`split` shows the split used.
         """
+        single = isinstance(queries, str)
         queries, instructions = _align(queries, instructions)
         if k < 1:
             raise SettingsError(f"k must be at least 1, got {k}")
@@ -348,7 +357,7 @@ class Index(ExclusionSearch):
             )
             for r, hits in zip(excluding, ranked):
                 results[r] = hits
-        return results
+        return results[0] if single else results
 
     def _vectors_of(self, rows: np.ndarray) -> np.ndarray:
         """The stored embeddings of these rows."""

@@ -58,6 +58,15 @@ class IndexSettings:
         given = {k: v for k, v in overrides.items() if v is not None}
         return dataclasses.replace(settings or cls(), **given)
 
+    def check_count(self, count: int) -> None:
+        """Settings that cannot index ``count`` documents, refused before anything is encoded: faiss trains an IVF
+        index on the documents, and needs at least one per list."""
+        if self.kind == "ivf" and self.nlist is not None and self.nlist > count:
+            raise SettingsError(
+                f"nlist {self.nlist} is more than the {count} documents: IVF needs at least one document per list "
+                f"(faiss asks for 39); give --nlist {count} or less, or leave it out"
+            )
+
     def ivf_lists(self, count: int) -> int:
         """IVF lists for ``count`` documents: ``nlist``, else 4 * sqrt(n) (faiss's usual start), capped so that
         every list has the >= 39 training points faiss asks for."""

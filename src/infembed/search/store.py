@@ -21,6 +21,7 @@ import hashlib
 import json
 import mmap
 import os
+import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -28,10 +29,12 @@ from typing import Any
 import numpy as np
 
 from infembed.data.errors import DataError, SettingsError
-from infembed.data.jsonl import atomic_write, json_error_reason
+from infembed.data.jsonl import atomic_write, ensure_dir, json_error_reason
 from infembed.data.records import Document
 
 INDEX_FORMAT = 1
+#: an index holds the whole corpus: its dir and files are readable by their owner only
+PRIVATE_DIR, PRIVATE_FILE = 0o700, 0o600
 META_NAME = "index.json"
 BUILD_NAME = "build.json"
 DOCS_NAME = "docs.jsonl"
@@ -264,6 +267,39 @@ def check_output_dir(root: Path) -> None:
                 root,
                 hint="give a new or empty directory",
             )
+
+
+def writable_dir(path: Path) -> None:
+    """Create the directory ``path`` (and its parents) and make sure files can be written in it, or say in one
+    line why not (no permission, a read-only file system), before anything is encoded."""
+    try:
+        ensure_dir(path)
+        with tempfile.TemporaryFile(dir=path):
+            pass
+    except OSError as error:
+        reason = error.strerror or type(error).__name__
+        raise DataError(f"cannot write the index here ({reason})", path) from None
+
+
+def prepare_output(root: Path) -> None:
+    """Create the index dir, readable by its owner only (0700): it holds the whole corpus (docs.jsonl)."""
+    writable_dir(root)
+    with contextlib.suppress(OSError):  # a dir of another owner that we may write in stays as it is
+        os.chmod(root, PRIVATE_DIR)
+
+
+def make_private(root: Path) -> None:
+    """The index dir 0700 and everything in it 0700 (dirs) / 0600 (files), once a build has written it: the
+    atomic writes give new files the umask's mode (0644), and the corpus is in them. ``chmod -R go+rX DIR``
+    shares an index on purpose; the next build of the dir makes it private again."""
+    with contextlib.suppress(OSError):
+        os.chmod(root, PRIVATE_DIR)
+    for folder, dirs, files in os.walk(root):
+        for name, mode in [(d, PRIVATE_DIR) for d in dirs] + [(f, PRIVATE_FILE) for f in files]:
+            path = os.path.join(folder, name)
+            if not os.path.islink(path):
+                with contextlib.suppress(OSError):
+                    os.chmod(path, mode)
 
 
 def check_replacing(root: Path, wanted: Mapping[str, Any], overwrite: bool) -> None:
