@@ -18,6 +18,8 @@ answer, and it can misbehave on demand:
   long but never finishes either); ``times`` matches (default 1, -1 for always);
 * ``tag``: a text put into every generated instruction (``(from TAG)``), so that two servers answer the same
   prompt differently and a test can tell whose answers a row holds;
+* ``instructions`` prompts (``infembed synth instructions``) get a fixed mix of valid and invalid labelled
+  rows (``fake_instruction_answers.py``);
 * ``models``: the ``data`` list ``GET /v1/models`` answers (default one ``fake-model``), e.g. one entry
   ``{"id": "/models/a.gguf", "owned_by": "llamacpp"}`` as llama.cpp's server reports the file it serves.
 
@@ -26,8 +28,8 @@ passage written for (I, Q) carries the marker ``<hash I>-<hash Q>``; the judge p
 the marker of the (instruction, query) it is shown, else the one whose hash the instruction's ``ref``
 names. So P1- = f(I-, Q+) wins (I-, Q+), P2- = f(I+, Q-) wins (I+, Q-), and P+ wins (I+, Q+).
 
-``GET /admin/stats`` gives request counts; ``POST /admin/config`` replaces the behaviour; ``POST
-/admin/reset`` zeroes the counts. Start in-process with :class:`FakeOpenAIServer` (a context manager) or
+``GET /admin/stats`` gives request counts (by task, and how many asked for a ``response_format``); ``POST
+/admin/config`` replaces the behaviour; ``POST /admin/reset`` zeroes the counts. Start in-process with :class:`FakeOpenAIServer` (a context manager) or
 as ``python fake_openai_server.py --port 8000 --latency 0.05``.
 """
 
@@ -47,6 +49,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from fake_benchmark_answers import as_json, benchmark_answer
+from fake_instruction_answers import instruction_answer
 
 from infembed.synth.prompts import task_of
 
@@ -156,6 +159,14 @@ def _split_task(messages: list[dict[str, Any]]) -> str | None:
 
     first_system = next((m.get("content") for m in messages if m.get("role") == "system"), None)
     return "split" if first_system == LLM_SYSTEM_PROMPT else None
+
+
+def _instructions_task(messages: list[dict[str, Any]]) -> str | None:
+    """The prompt of ``infembed synth instructions`` (its system message opens with TASK_HEADER)."""
+    from infembed.synth.instruction_prompts import TASK_HEADER
+
+    first_system = next((m.get("content") or "" for m in messages if m.get("role") == "system"), "")
+    return "instructions" if first_system.split("\n", 1)[0] == TASK_HEADER else None
 
 
 def answer(task: str | None, content: str, reply: str | None, tag: str = "") -> tuple[str, str]:
@@ -323,17 +334,19 @@ class _Server(ThreadingHTTPServer):
                 "answered": self.counts["answered"],
                 "failed": self.counts["failed"],
                 "models": self.counts["models"],
+                "response_format": self.counts["response_format"],
                 "by_task": by_task,
             }
 
     def handle_chat(self, handler: _Handler, body: dict[str, Any]) -> None:
         behaviour = self.behaviour
         messages = body.get("messages") or []
-        task = task_of(messages) or _split_task(messages)
+        task = task_of(messages) or _split_task(messages) or _instructions_task(messages)
         content = "\n".join(str(m.get("content") or "") for m in messages if m.get("role") != "system")
         with self.lock:
             self.counts["requests"] += 1
             self.counts[f"task:{task}"] += 1
+            self.counts["response_format"] += bool(body.get("response_format"))
         if behaviour.latency:
             time.sleep(behaviour.latency)
         status = behaviour.next_failure()
@@ -366,7 +379,9 @@ class _Server(ThreadingHTTPServer):
         text, finish = (
             (replayed, "stop") if replayed is not None else answer(task, content, reply, behaviour.tag)
         )
-        if body.get("response_format") and reply is None and finish == "stop":
+        if task == "instructions" and reply is None:  # a JSON list of labelled instructions
+            text = instruction_answer(content, constrained=bool(body.get("response_format")))
+        elif body.get("response_format") and reply is None and finish == "stop":
             text = as_json(text)  # as a server with JSON-constrained output answers
         all_text = " ".join(str(m.get("content") or "") for m in messages)
         completion = {

@@ -2,9 +2,10 @@
 
 Thin commands over :mod:`infembed.synth`; run ``infembed synth COMMAND --help``. Also runnable alone as
 ``python -m infembed.cli.synth``. This module holds ``run``, ``export-batch`` and ``import-batch``, and
-registers ``stats`` (:mod:`infembed.cli.synth_report`) and ``benchmark`` (:mod:`infembed.cli.synth_benchmark`)
-on the same app (:mod:`infembed.cli.synth_common`). Their setting flags are generated from
-:class:`~infembed.synth.pipeline.SynthConfig` and :class:`~infembed.synth.llm.ClientConfig`.
+registers ``stats`` (:mod:`infembed.cli.synth_report`), ``benchmark`` (:mod:`infembed.cli.synth_benchmark`)
+and ``instructions`` (:mod:`infembed.cli.synth_instructions`) on the same app (:mod:`infembed.cli.synth_common`).
+Their setting flags are generated from :class:`~infembed.synth.pipeline.SynthConfig` and
+:class:`~infembed.synth.llm.ClientConfig`.
 """
 
 from __future__ import annotations
@@ -218,6 +219,7 @@ def print_summary(summary: dict[str, Any]) -> None:
 
 # registered after run, export-batch and import-batch, so that --help lists the commands in this order
 from infembed.cli import synth_benchmark as _synth_benchmark  # noqa: E402, F401  (registers "synth benchmark")
+from infembed.cli import synth_instructions as _synth_instructions  # noqa: E402, F401  (registers "synth instructions")
 from infembed.cli import synth_report as _synth_report  # noqa: E402, F401  (registers "synth stats")
 
 
