@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import typer
-from rich.console import Console
+
+from infembed.progress import console
 
 app = typer.Typer(
     name="infembed",
@@ -23,7 +24,7 @@ app = typer.Typer(
     # at 80 columns. Sub-apps get the same mode in _register.
     rich_markup_mode=None,
 )
-console = Console(stderr=True)
+__all__ = ["app", "console", "data_dir", "debug_mode", "fail", "friendly_errors", "versions"]
 
 
 def debug_mode() -> bool:
@@ -147,6 +148,9 @@ def _register() -> None:
 
 def main() -> None:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    from infembed.progress import library_bars_in_our_style
+
+    library_bars_in_our_style()  # transformers' "Loading weights" bar drawn like ours
     _register()
     app(prog_name="infembed")
 

@@ -288,6 +288,6 @@ class Encoder(nn.Module):
 def _progress(total: int, description: str | None):
     if description is None or total < 64:
         return None
-    from tqdm.auto import tqdm
+    from infembed.progress import bar
 
-    return tqdm(total=total, desc=description, unit="text", leave=False, dynamic_ncols=True)
+    return bar(description, total, unit="texts")

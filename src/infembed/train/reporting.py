@@ -9,15 +9,15 @@ from typing import Any
 
 
 def progress_bar(total: int, initial: int):
-    from tqdm.auto import tqdm
+    from infembed.progress import bar
 
-    return tqdm(total=total, initial=initial, desc="training", unit="step", dynamic_ncols=True)
+    return bar("training", total, initial=initial, unit="steps")
 
 
 def log_line(text: str) -> None:
-    from rich.console import Console
+    from infembed.progress import console  # the bar's console: the line prints above the bar
 
-    Console(stderr=True).print(text, highlight=False)
+    console.print(text, highlight=False)
 
 
 def evaluate_model(model: Any, benchmark: Any, step: int) -> dict[str, Any]:
