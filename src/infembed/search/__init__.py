@@ -13,9 +13,19 @@ from __future__ import annotations
 from typing import Any
 
 from infembed.search.index import Hit, Index, IndexModelMismatch, load_corpus
-from infembed.search.settings import KINDS, IndexSettings
+from infembed.search.settings import KINDS, IndexSettings, ServeSettings
 
-__all__ = ["KINDS", "Hit", "Index", "IndexSettings", "IndexModelMismatch", "load_corpus", "create_app", "serve"]
+__all__ = [
+    "KINDS",
+    "Hit",
+    "Index",
+    "IndexSettings",
+    "ServeSettings",
+    "IndexModelMismatch",
+    "load_corpus",
+    "create_app",
+    "serve",
+]
 
 
 def __getattr__(name: str) -> Any:
