@@ -30,55 +30,7 @@ from phrasings_blind import (
 
 instructions = pytest.importorskip("infembed.instructions")
 Instruction, split_instruction = instructions.Instruction, instructions.split_instruction
-
-_STOP = frozenset(
-    "a an the of in on at to for from by with without about and or nor any all some that which who whose those "
-    "these this it its is are was were be been being as than then there their them they me my we our us you your "
-    "i please also too either only merely just purely mainly solely anything something everything ones one "
-    "dealing deal deals discuss discusses discussing concerning concerned regarding related relating involving "
-    "mention mentions mentioning focusing focused focus document documents doc docs paper papers article articles "
-    "passage passages result results page pages post posts item items source sources text texts study studies "
-    "report reports content material materials information info listing listings piece pieces entry entries "
-    "thing things stuff".split()
-)
-
-
-def content_tokens(text: str) -> frozenset[str]:
-    text = re.sub(r"['\u2019]s\b", "", text.lower())
-    words = (w for w in re.findall(r"[a-z0-9]+", text) if w not in _STOP)
-    return frozenset(w[:-1] if len(w) > 3 and w.endswith("s") and not w.endswith("ss") else w for w in words)
-
-
-def aspect_matches(predicted: frozenset[str], expected: frozenset[str]) -> bool:
-    common = len(predicted & expected)
-    return bool(predicted and expected) and common / len(expected) >= 0.6 and common / len(predicted) >= 0.4
-
-
-def score_case(predicted: list[str], expected: list[str]) -> tuple[list[bool], list[bool]]:
-    """Which expected aspects were recalled, and which predictions matched one.
-
-    A list may be one aspect or several on either side: an expected "X or Y" is recalled by the union of the
-    predictions that lie inside it, and one prediction "X and Y" recalls the expected items that lie inside it."""
-    pred, exp = [content_tokens(p) for p in predicted], [content_tokens(e) for e in expected]
-    recalled, matched = [False] * len(exp), [False] * len(pred)
-    for j, e in enumerate(exp):
-        for i, p in enumerate(pred):
-            if aspect_matches(p, e):
-                recalled[j] = matched[i] = True
-    for j, e in enumerate(exp):  # "X or Y" expected, predicted as two aspects
-        inside = [i for i, p in enumerate(pred) if p and len(p & e) / len(p) >= 0.4]
-        if len(inside) >= 2 and aspect_matches(frozenset().union(*(pred[i] for i in inside)), e):
-            recalled[j] = True
-            for i in inside:
-                matched[i] = True
-    for i, p in enumerate(pred):  # two aspects expected, predicted as one "X and Y"
-        inside = [j for j, e in enumerate(exp) if e and len(p & e) / len(e) >= 0.6]
-        if len(inside) >= 2 and aspect_matches(p, frozenset().union(*(exp[j] for j in inside))):
-            matched[i] = True
-            for j in inside:
-                recalled[j] = True
-    return recalled, matched
-
+score_case = pytest.importorskip("infembed.instructions.scoring").score_case  # the metric, shared with bench/
 
 def _has_word(text: str, word: str) -> bool:
     return re.search(rf"(?<!\w){re.escape(word.lower())}(?!\w)", text.lower()) is not None

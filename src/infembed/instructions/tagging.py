@@ -1,0 +1,270 @@
+"""Labelled instructions and the token tags the learned decomposer predicts (torch-free).
+
+A labelled instruction (one JSON object per line, ``data/decomposer/*.jsonl``) is::
+
+    {"text": "Find hybrid cars, not electric cars.", "aspects": ["electric cars"], "clauses": [", not electric cars"]}
+
+``aspects`` are the excluded aspects and ``clauses`` the parts of the text that carry the exclusions (removed from
+what is searched), each an exact substring of ``text``; every aspect lies inside a clause; a plain instruction
+has neither. Each token gets one of four tags: :data:`KEEP` (searched), :data:`CUE` (part of an exclusion
+clause, not an aspect: "are not relevant", "skip", "rather than"), :data:`BEGIN` / :data:`INSIDE` (the first and
+further tokens of an excluded aspect, so "A, B and C" are three aspects). :func:`decode` turns predicted tags
+back into an :class:`~infembed.instructions.Instruction`.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from infembed.data.errors import DataError
+from infembed.instructions.instruction import Instruction
+
+TAGS = ("keep", "cue", "aspect-begin", "aspect-inside")
+KEEP, CUE, BEGIN, INSIDE = range(4)
+IGNORE = -100  # special tokens: no loss
+
+
+@dataclass(frozen=True)
+class LabelledInstruction:
+    """One instruction with its excluded aspects and exclusion clauses as character spans of ``text``."""
+
+    text: str
+    aspects: tuple[tuple[int, int], ...] = ()
+    clauses: tuple[tuple[int, int], ...] = ()
+    source: str = field(default="", compare=False)
+
+    @property
+    def aspect_texts(self) -> list[str]:
+        return [self.text[s:e] for s, e in self.aspects]
+
+    def char_tags(self) -> list[int]:
+        """One tag per character: KEEP, CUE, or BEGIN at an aspect's first character and INSIDE after it."""
+        tags = [KEEP] * len(self.text)
+        for start, end in self.clauses:
+            tags[start:end] = [CUE] * (end - start)
+        for start, end in self.aspects:
+            tags[start:end] = [BEGIN] + [INSIDE] * (end - start - 1)
+        return tags
+
+    def joined(self, other: LabelledInstruction, sep: str = " ") -> LabelledInstruction:
+        """This instruction followed by ``other`` (spans shifted): multi-sentence instructions for training."""
+        shift = len(self.text) + len(sep)
+        moved = lambda spans: tuple((s + shift, e + shift) for s, e in spans)  # noqa: E731
+        return LabelledInstruction(
+            self.text + sep + other.text,
+            self.aspects + moved(other.aspects),
+            self.clauses + moved(other.clauses),
+            self.source,
+        )
+
+
+def _find(
+    text: str, part: str, inside: Sequence[tuple[int, int]] | None, taken: set[int]
+) -> tuple[int, int] | None:
+    """The first occurrence of ``part`` in ``text`` (inside one of the spans ``inside`` if given) not yet taken."""
+    start = text.find(part)
+    while start >= 0:
+        end = start + len(part)
+        if start not in taken and (inside is None or any(s <= start and end <= e for s, e in inside)):
+            return start, end
+        start = text.find(part, start + 1)
+    return None
+
+
+def labelled_from_json(
+    obj: object, path: str | Path | None = None, line: int | None = None
+) -> LabelledInstruction:
+    """One row of a labelled-instructions file; a bad row is a DataError naming file, line and field."""
+    if not isinstance(obj, dict):
+        raise DataError("expected a JSON object", path, line)
+    text = obj.get("text")
+    if not isinstance(text, str) or not text.strip():
+        raise DataError("must be a non-empty string", path, line, "text")
+    lists = {}
+    for key in ("aspects", "clauses"):
+        value = obj.get(key, [])
+        if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
+            raise DataError("must be a list of non-empty strings", path, line, key)
+        lists[key] = value
+    if bool(lists["aspects"]) != bool(lists["clauses"]):
+        raise DataError(
+            "aspects and clauses are both empty (a plain instruction) or both given", path, line, "clauses"
+        )
+    clauses: list[tuple[int, int]] = []
+    for part in lists["clauses"]:
+        span = _find(text, part, None, {s for s, _ in clauses})
+        if span is None:
+            raise DataError(f"{part!r} is not a substring of the text", path, line, "clauses")
+        clauses.append(span)
+    aspects: list[tuple[int, int]] = []
+    for part in lists["aspects"]:
+        span = _find(text, part, clauses, {s for s, _ in aspects})
+        if span is None:
+            raise DataError(
+                f"{part!r} is not a substring of the text inside one of its clauses", path, line, "aspects"
+            )
+        aspects.append(span)
+    source = obj.get("writer") or obj.get("source") or ""
+    return LabelledInstruction(text, tuple(sorted(aspects)), tuple(sorted(clauses)), str(source))
+
+
+def read_labelled(path: str | Path) -> list[LabelledInstruction]:
+    """A labelled-instructions JSONL file (the decomposer's training data)."""
+    from infembed.data.jsonl import iter_jsonl
+
+    return [labelled_from_json(obj, path, line) for line, obj in iter_jsonl(path)]
+
+
+def _clip(spans: tuple[tuple[int, int], ...], cut: int) -> tuple[tuple[int, int], ...]:
+    return tuple((s, min(e, cut)) for s, e in spans if s < cut)
+
+
+def augmented(
+    items: Sequence[LabelledInstruction], seed: int, joins: float = 1.0
+) -> list[LabelledInstruction]:
+    """The rows, plus as many again made of two rows joined (an exclusion before or after other sentences), plus
+    a lower-cased and an unpunctuated copy of some rows: the registers users type in, without new phrasings."""
+    rng = random.Random(seed)
+    out = list(items)
+    for _ in range(int(len(items) * joins)):
+        a, b = rng.sample(range(len(items)), 2)
+        out.append(items[a].joined(items[b]))
+    for item in items:
+        roll = rng.random()
+        if roll < 0.15 and len(item.text.lower()) == len(item.text):
+            out.append(LabelledInstruction(item.text.lower(), item.aspects, item.clauses, item.source))
+        elif roll < 0.25 and item.text.rstrip()[-1:] in ".!?":
+            cut = len(item.text.rstrip()) - 1
+            out.append(
+                LabelledInstruction(
+                    item.text[:cut], _clip(item.aspects, cut), _clip(item.clauses, cut), item.source
+                )
+            )
+    return out
+
+
+def token_tags(item: LabelledInstruction, offsets: Sequence[tuple[int, int]]) -> list[int]:
+    """The tag of each token (given its character offsets; ``(0, 0)`` marks special tokens): the tag of its first
+    non-space character, BEGIN only for the first token of an aspect."""
+    chars = item.char_tags()
+    tags = []
+    for start, end in offsets:
+        if end <= start:
+            tags.append(IGNORE)
+            continue
+        first = next((i for i in range(start, end) if not item.text[i].isspace()), start)
+        tag = chars[first]
+        if tag != BEGIN and BEGIN in chars[first:end]:
+            tag = BEGIN  # a token that runs into an aspect's first character
+        tags.append(tag)
+    return tags
+
+
+# ----------------------------------------------------------------------------------------------- decoding
+_WORD = re.compile(r"\w", re.UNICODE)
+_EDGE = " \t\n\r\"'`“”‘’«».,;:!?()[]{}<>-–—/*_#&|"
+_SENTENCE_END = re.compile(r"[.!?;]+(?=\s|$)|\n+")
+
+
+def _clean_aspect(text: str) -> str:
+    return text.strip(_EDGE).strip()
+
+
+def _words(
+    text: str, offsets: Sequence[tuple[int, int]], tags: Sequence[int]
+) -> Iterator[tuple[int, int, int]]:
+    """``(start, end, tag)`` per word: a token glued to the previous one (no space between, both word
+    characters) belongs to its word, which takes the tag of its first token."""
+    current: list[int] | None = None
+    for (start, end), tag in zip(offsets, tags):
+        if end <= start:
+            continue
+        glued = (
+            current is not None
+            and start == current[1]
+            and _WORD.match(text[start])
+            and _WORD.match(text[current[1] - 1])
+        )
+        if glued:
+            current[1] = end
+            continue
+        if current is not None:
+            yield current[0], current[1], current[2]
+        current = [start, end, tag]
+    if current is not None:
+        yield current[0], current[1], current[2]
+
+
+def _tidy(text: str) -> str:
+    """Whitespace and punctuation left behind where clauses were cut out."""
+    text = re.sub(r"\s+", " ", text)
+    text = re.sub(r"\(\s*\)|\[\s*\]", "", text)
+    text = re.sub(r"\s+([,.;:!?)\]])", r"\1", text)
+    text = re.sub(r"([,;:])(?:\s*[,;:])+", r"\1", text)
+    text = re.sub(r"[,;:]\s*([.!?])", r"\1", text)
+    text = re.sub(r"([.!?])\s*[,;:]+", r"\1", text)
+    text = re.sub(r"^[\s,;:.!?\-–—]+", "", text)
+    text = re.sub(r"(?<=[.!?])\s*[.]+", "", text)
+    return text.strip().rstrip(",;:–—-").strip()
+
+
+def _sentence_spans(text: str) -> list[tuple[int, int]]:
+    spans, start = [], 0
+    for match in _SENTENCE_END.finditer(text):
+        spans.append((start, match.end()))
+        start = match.end()
+    if start < len(text):
+        spans.append((start, len(text)))
+    return spans
+
+
+def decode(text: str, offsets: Sequence[tuple[int, int]], tags: Sequence[int]) -> Instruction:
+    """An :class:`Instruction` from predicted token tags: aspects are runs of BEGIN/INSIDE words (a BEGIN starts
+    a new one), the clauses (CUE and aspect words and the punctuation between them) are cut from ``keep``, and
+    each aspect's guard is what its sentence keeps. No aspect: the instruction comes back whole."""
+    words = list(_words(text, offsets, tags))
+    aspects: list[list[int]] = []
+    previous = KEEP
+    for start, end, tag in words:
+        if tag == BEGIN or (tag == INSIDE and previous not in (BEGIN, INSIDE)):
+            aspects.append([start, end])
+        elif tag == INSIDE:
+            aspects[-1][1] = end
+        previous = tag
+    spans = [(s, e) for s, e in aspects if _WORD.search(text[s:e])]
+    exclude = [_clean_aspect(text[s:e]) for s, e in spans]
+    spans = [span for span, aspect in zip(spans, exclude) if aspect]
+    exclude = [aspect for aspect in exclude if aspect]
+    if not exclude:
+        return Instruction(text.strip())
+    # cut the clauses: every non-KEEP word, and the non-word characters between two of them
+    removed = [False] * len(text)
+    last_cut_end = None
+    for start, end, tag in words:
+        if tag == KEEP:
+            last_cut_end = None
+            continue
+        begin = last_cut_end if last_cut_end is not None else start
+        removed[begin:end] = [True] * (end - begin)
+        last_cut_end = end
+    kept = "".join(" " if gone else ch for ch, gone in zip(text, removed))
+    guards = []
+    sentences = _sentence_spans(text)
+    for start, _ in spans:
+        s, e = next(((a, b) for a, b in sentences if a <= start < b), (0, len(text)))
+        guard = _tidy(kept[s:e])
+        guards.append(guard if _WORD.search(guard) else "")
+    # the same aspect said twice counts once
+    seen: dict[str, int] = {}
+    unique, unique_guards = [], []
+    for aspect, guard in zip(exclude, guards):
+        key = aspect.lower()
+        if key not in seen:
+            seen[key] = len(unique)
+            unique.append(aspect)
+            unique_guards.append(guard)
+    return Instruction(keep=_tidy(kept), exclude=unique, guards=unique_guards)
