@@ -137,11 +137,16 @@ REBUILD = "rebuild the index with `infembed index --overwrite`"
 def _read_offsets(path: Path) -> np.ndarray:
     """docs.offsets.npy: ``count + 1`` non-decreasing byte offsets starting at 0, or a DataError."""
     try:
-        offsets = np.load(path, allow_pickle=False)
+        with open(path, "rb") as handle:
+            magic = handle.read(6)
+        offsets = np.load(path, allow_pickle=False) if magic == b"\x93NUMPY" else None
     except FileNotFoundError:
         raise DataError("missing: the index has no document offsets", path, hint=REBUILD) from None
     except (ValueError, OSError, EOFError) as error:
-        raise DataError(f"not a readable offset table ({error})", path, hint=REBUILD) from None
+        reason = str(error).split(". ")[0].strip() or type(error).__name__  # numpy's first sentence
+        raise DataError(f"not a readable offset table ({reason})", path, hint=REBUILD) from None
+    if offsets is None:  # numpy would take any other file for a pickle
+        raise DataError("not a .npy file", path, hint=REBUILD)
     ok = (
         isinstance(offsets, np.ndarray)
         and offsets.ndim == 1

@@ -109,7 +109,8 @@ class FaissStore:
         try:
             return cls(faiss.read_index(str(path)), settings)
         except RuntimeError as error:
-            reason = str(error).strip().splitlines()[-1] if str(error).strip() else type(error).__name__
+            # faiss's text is "Error in <C++ signature> at <file>:<line>: Error: '<check>' failed: <reason>"
+            reason = str(error).strip().rsplit("failed: ", 1)[-1].strip() or type(error).__name__
             raise DataError(f"not a readable faiss index ({reason})", path, hint=REBUILD) from None
 
     @property
