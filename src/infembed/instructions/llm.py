@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from infembed.instructions.instruction import Instruction
-from infembed.instructions.rules import strip_end
+from infembed.instructions.rules_text import strip_end
 from infembed.instructions.split import split_instruction
 
 LLM_SYSTEM_PROMPT = (

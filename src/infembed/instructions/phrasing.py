@@ -2,9 +2,8 @@
 
 Data for the rules splitter (:mod:`infembed.instructions.rules`): the nouns for "the things retrieved", the
 verbs and predicates that exclude ("are not relevant", "ignore", "I am not interested in"), the negations that
-do not exclude ("need not", "not only"), and the clause patterns built from them. No logic lives here; the
-rules module decides which pattern applies to a clause.
-"""
+do not exclude ("need not", "not only"), and the clause patterns built from them. No logic lives here. The rules
+are the fallback of the learned decomposer (:mod:`infembed.instructions.decomposer`), not where new phrasings go."""
 
 from __future__ import annotations
 
