@@ -128,20 +128,29 @@ def _register() -> None:
     from infembed.cli import exclusions as _exclusions  # noqa: F401
     from infembed.cli import train as _train  # noqa: F401
 
-    for module_name, kind in (("infembed.cli.synth", "typer"), ("infembed.cli.search", "register")):
+    # verb groups (a typer app each, with their help) and verbs that register themselves; a module that is
+    # not there (an optional part not installed) is left out
+    groups = {
+        "infembed.cli.synth": (
+            "synth",
+            "Synthesise InF-IR training rows with an LLM, and analyse data sets.",
+        ),
+        "infembed.cli.decomposer": (
+            "decomposer",
+            "Split instructions into what to find and what to leave out; retrain the learned decomposer.",
+        ),
+    }
+    for module_name in (*groups, "infembed.cli.search"):
         try:
             module = __import__(module_name, fromlist=["_"])
         except ImportError as error:
             if getattr(error, "name", "") and error.name.startswith("infembed"):
                 continue
             raise
-        if kind == "typer":
+        if module_name in groups:
+            name, help_text = groups[module_name]
             module.app.rich_markup_mode = app.rich_markup_mode  # the same help layout as the top-level verbs
-            app.add_typer(
-                module.app,
-                name="synth",
-                help="Synthesise InF-IR training rows with an LLM, and analyse data sets.",
-            )
+            app.add_typer(module.app, name=name, help=help_text)
         else:
             module.register(app)
 
