@@ -27,7 +27,7 @@ def evaluate_model(model: Any, benchmark: Any, step: int) -> dict[str, Any]:
     from infembed.evaluate.runner import evaluate
 
     model.eval()
-    result = evaluate(benchmark, DenseRetriever(model, cache=False, show_progress=False))
+    result = evaluate(benchmark, DenseRetriever(model, cache=False, show_progress=True))  # minutes on a CPU
     model.train()
     return {"step": step, "eval": result["benchmark"], "p-MRR": result["p-MRR"], "score": result["score"]}
 
