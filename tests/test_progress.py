@@ -64,3 +64,20 @@ def test_steps_and_counted_bars_leave_one_line_each_in_a_log(capsys, monkeypatch
     with step("quiet"), progress_bar("quiet too", 3) as update:
         update(3)
     assert capsys.readouterr().err == ""
+
+
+def test_a_long_bar_writes_a_line_now_and_then_in_a_log(capsys, monkeypatch):
+    import infembed.progress
+
+    monkeypatch.setattr(infembed.progress, "LOG_EVERY_S", 0.0)  # every update, instead of every 30 s
+    with bar("training", 3, unit="steps") as shown:
+        shown.update(1)
+        shown.update(1)
+        shown.update(1)
+    lines = [re.sub(r" \d+:\d\d:\d\d$", "", line) for line in capsys.readouterr().err.splitlines()]
+    assert lines == [
+        "training 1/3 steps",
+        "training 2/3 steps",
+        "training 3/3 steps",
+        "training 3/3 steps",
+    ], lines

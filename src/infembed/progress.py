@@ -10,8 +10,9 @@ display instead of fighting over the terminal):
 * ``with step("loading model"): ...`` for work that cannot count (a spinner and the elapsed time).
 
 A ``transient`` bar disappears when done (a sub-step); any other leaves one line with its final count and time.
-When stderr is not a terminal (a log file, a pipe) nothing is redrawn: each finished, non-transient bar or step
-writes that one line. Only rank 0 of a torchrun job shows progress; ``INFEMBED_PROGRESS=0`` turns it all off.
+When stderr is not a terminal (a log file, a pipe) nothing is redrawn: a counting bar writes a line with its count
+every :data:`LOG_EVERY_S` seconds, and each finished, non-transient bar or step writes that one line. Only rank 0
+of a torchrun job shows progress; ``INFEMBED_PROGRESS=0`` turns it all off.
 Library code shows a bar only when asked (a ``progress=`` argument); commands ask. transformers' own tqdm bars
 ("Loading weights") are drawn as ours by :func:`library_bars_in_our_style` (the CLI installs it); call
 sentence-transformers' ``encode`` with ``show_progress_bar=False`` and show a bar from here instead.
@@ -40,6 +41,8 @@ __all__ = ["console", "enabled", "progress_bar", "bar", "step", "library_bars_in
 
 #: stderr, shared by the CLI's messages and every bar (``infembed.cli.console`` is this object)
 console = Console(stderr=True)
+#: when stderr is a log, not a terminal: a line of a counting bar's progress at most this often
+LOG_EVERY_S = 30.0
 
 
 def enabled() -> bool:
@@ -95,7 +98,7 @@ class Bar:
         self.description, self.total, self.n, self.unit = description, total, initial, unit
         self.transient, self.iterable = transient, iterable
         self._shown = enabled()
-        self._started = time.monotonic()
+        self._started = self._logged = time.monotonic()
         self._postfix = ""
         self._closed = False
         self._progress: Progress | None = None
@@ -109,6 +112,11 @@ class Bar:
     def _draw(self, **fields: Any) -> None:
         if self._progress is not None:
             self._progress.update(self._task, **fields)
+        elif self._shown and not self.transient and time.monotonic() - self._logged >= LOG_EVERY_S:
+            self._logged = time.monotonic()  # a log: a line now and then, so a long step is not silent
+            _done_line(
+                self.description, _count(self.n, self.total, self.unit), self._postfix, started=self._started
+            )
 
     def __iter__(self) -> Iterator[Any]:
         try:
