@@ -135,3 +135,44 @@ def test_serve_refuses_an_empty_api_key(cli, flat_index, how):
         result = runner.invoke(cli, args, env={"INFEMBED_API_KEY": ""})
     assert result.exit_code == 2, result.output
     assert "API key is empty" in result.output
+
+
+def test_search_writes_a_trec_run_and_never_replaces_one_silently(cli, corpus_path, tmp_path):
+    from infembed.data.formats import read_trec_run
+
+    runner = CliRunner()
+    out = tmp_path / "bm25-idx"
+    assert (
+        runner.invoke(
+            cli, ["index", "--kind", "bm25", "--corpus", str(corpus_path), "--output", str(out)]
+        ).exit_code
+        == 0
+    )
+    trec = tmp_path / "run.trec"
+    args = [
+        "search",
+        "--index",
+        str(out),
+        "-q",
+        "sourdough bread",
+        "-q",
+        "bread",
+        "-k",
+        "3",
+        "--json",
+        "--trec",
+        str(trec),
+    ]
+    result = runner.invoke(cli, args)
+    assert result.exit_code == 0, result.output
+    hits = [[(h["id"], h["score"]) for h in r["hits"]] for r in json.loads(result.stdout)["results"]]
+    run = read_trec_run(trec)
+    assert list(run) == ["1", "2"]
+    for qid, query_hits in zip(("1", "2"), hits):
+        assert run[qid] == dict(query_hits)  # the scores read back exactly
+    assert {line.split()[5] for line in trec.read_text().splitlines()} == {"bm25-idx"}
+    before = trec.read_bytes()
+    refused = runner.invoke(cli, [*args[:-2], "--trec", str(trec)])
+    assert refused.exit_code == 2 and "--overwrite" in refused.stderr and "Traceback" not in refused.output
+    assert trec.read_bytes() == before
+    assert runner.invoke(cli, [*args, "--overwrite"]).exit_code == 0

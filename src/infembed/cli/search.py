@@ -160,6 +160,13 @@ def search_command(
     ),
     exclusion_llm_url: ExclusionLlmUrl = None,
     exclusion_llm_model: ExclusionLlmModel = None,
+    trec: Path = typer.Option(
+        None,
+        "--trec",
+        help="Also write the hits as a TREC run (qid Q0 docid rank score tag); queries are numbered 1.. in "
+        "--query order, the tag is the index dir's name.",
+    ),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing --trec file."),
 ) -> None:
     """Search an index with a query and an instruction; prints a ranked table (or JSON with --json)."""
     from rich.console import Console
@@ -181,9 +188,21 @@ def search_command(
     from infembed.cli.evaluate import exclusion_splitter_from_flags
 
     splitter = exclusion_splitter_from_flags(exclusions, exclusion_llm_url, exclusion_llm_model)
+    if (
+        trec is not None and not overwrite
+    ):  # before the model loads: an existing run is never replaced silently
+        from infembed.evaluate.outputs import refuse_existing
+
+        refuse_existing([trec], "--trec")
     index = Index.load(index_dir, model, device=device, ef_search=ef_search, nprobe=nprobe)
     settings = index.exclusion_settings(exclusions)
     results = index.search(query, aligned, k=k, exclusions=settings, exclusion_splitter=splitter)
+    if trec is not None:
+        from infembed.data.formats import write_trec_run
+        from infembed.evaluate.outputs import slug
+
+        run = {str(n): {hit.id: hit.score for hit in hits} for n, hits in enumerate(results, start=1)}
+        write_trec_run(trec, run, tag=slug(index_dir.absolute().name))
     splits = index.split(aligned, settings, splitter)
     records = [
         {
