@@ -162,3 +162,9 @@ def test_eval_with_exclusions_answers_an_exclusion_of_stop_words(tmp_path, retri
     assert np.isfinite(result["p-MRR"])
     # q2's changed instruction still excludes hypersonic flow
     assert result["per_query"]["q2"]["split_changed"]["exclude"] == ["hypersonic flow"]
+    # q1's only exclusion had no searchable word: results.json says it was dropped (it said nothing before)
+    assert result["per_query"]["q1"]["split_changed"] == {
+        "keep": "Experimental studies are relevant. Documents about the are not relevant.",
+        "exclude": [],
+        "dropped": ["the"],
+    }

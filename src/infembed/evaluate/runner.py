@@ -53,7 +53,8 @@ def _exclusions_record(retriever: Retriever) -> dict[str, Any] | str:
 def _record_splits(
     result: dict[str, Any], benchmark: Benchmark, retriever: Retriever, qids: list[str]
 ) -> None:
-    """Per query, the keep/exclude split each instruction was scored with (only where something was excluded)."""
+    """Per query, the keep/exclude split each instruction was scored with (only where something was excluded,
+    or an excluded aspect was dropped for holding no searchable word)."""
     settings = getattr(retriever, "exclusions", None)
     if settings is None or not settings.enabled:
         return
@@ -65,7 +66,7 @@ def _record_splits(
         for field in ("og", "changed"):
             instruction = getattr(query, f"instruction_{field}", None)
             split = split_instruction(instruction, splitter) if instruction else None
-            if split is not None and split.exclude:
+            if split is not None and (split.exclude or split.dropped):  # a dropped aspect is said too
                 result["per_query"][q][f"split_{field}"] = split.to_json()
 
 
