@@ -137,7 +137,7 @@ def _register() -> None:
         ),
         "infembed.cli.decomposer": (
             "decomposer",
-            "Split instructions into what to find and what to leave out; retrain the learned decomposer.",
+            "Split instructions into what to find and what to leave out; train a learned decomposer (experimental).",
         ),
     }
     for module_name in (*groups, "infembed.cli.search"):

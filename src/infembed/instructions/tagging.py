@@ -223,16 +223,28 @@ def _sentence_spans(text: str) -> list[tuple[int, int]]:
 
 
 def decode(text: str, offsets: Sequence[tuple[int, int]], tags: Sequence[int]) -> Instruction:
-    """An :class:`Instruction` from predicted token tags: aspects are runs of BEGIN/INSIDE words (a BEGIN starts
-    a new one), the clauses (CUE and aspect words and the punctuation between them) are cut from ``keep``, and
-    each aspect's guard is what its sentence keeps. No aspect: the instruction comes back whole."""
+    """An :class:`Instruction` from predicted token tags: aspects are runs of adjacent aspect words (BEGIN or
+    INSIDE; a list's items are separate because a cue token, "," "and" "or", stands between them), an aspect
+    counts only if its sentence holds a cue word (every exclusion is said with one), the clauses (cue and
+    aspect words and the punctuation between them) are cut from ``keep``, and each aspect's guard is what its
+    sentence keeps. No aspect: the instruction comes back whole."""
     words = list(_words(text, offsets, tags))
+    sentences = _sentence_spans(text)
+    cued = {
+        i for i, (a, b) in enumerate(sentences) for start, _, tag in words if tag == CUE and a <= start < b
+    }
+    words = [
+        (s, e, t)
+        if t == KEEP or t == CUE or any(a <= s < b for i, (a, b) in enumerate(sentences) if i in cued)
+        else (s, e, KEEP)
+        for s, e, t in words
+    ]
     aspects: list[list[int]] = []
     previous = KEEP
     for start, end, tag in words:
-        if tag == BEGIN or (tag == INSIDE and previous not in (BEGIN, INSIDE)):
+        if tag in (BEGIN, INSIDE) and previous not in (BEGIN, INSIDE):
             aspects.append([start, end])
-        elif tag == INSIDE:
+        elif tag in (BEGIN, INSIDE):
             aspects[-1][1] = end
         previous = tag
     spans = [(s, e) for s, e in aspects if _WORD.search(text[s:e])]
@@ -253,7 +265,6 @@ def decode(text: str, offsets: Sequence[tuple[int, int]], tags: Sequence[int]) -
         last_cut_end = end
     kept = "".join(" " if gone else ch for ch, gone in zip(text, removed))
     guards = []
-    sentences = _sentence_spans(text)
     for start, _ in spans:
         s, e = next(((a, b) for a, b in sentences if a <= start < b), (0, len(text)))
         guard = _tidy(kept[s:e])

