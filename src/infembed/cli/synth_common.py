@@ -55,7 +55,7 @@ def fail(message: str) -> None:
 def guard(fn: Callable[[], None]) -> None:
     """Report expected failures (bad input or settings, endpoint down, missing package) without a traceback."""
     from infembed.cli import debug_mode
-    from infembed.data.errors import EXPECTED_ERRORS
+    from infembed.data.errors import EXPECTED_ERRORS, error_message, expected_os_error
     from infembed.synth.pipeline import SynthAborted
 
     try:
@@ -63,7 +63,11 @@ def guard(fn: Callable[[], None]) -> None:
     except (*EXPECTED_ERRORS, SynthAborted, ExpectedError, ImportError) as error:
         if debug_mode():
             raise
-        fail(str(error))
+        fail(error_message(error))  # an OSError about a file as 'PATH: reason', like every other verb
+    except OSError as error:
+        if debug_mode() or not expected_os_error(error):
+            raise
+        fail(error_message(error))
     except KeyboardInterrupt:
         fail("interrupted; everything done so far is saved, run the same command again to resume")
 
