@@ -48,6 +48,7 @@ SKIP: dict[str, str] = {
     "--pooling last --lora --output runs/qwen": GPUS + "; " + HUB,
     "infembed synth benchmark ../shared/data/raw/cranfield -o bench/cran-llm --limit 40 --exclusions": LLM,
     "infembed eval -b bench/cran-llm -r bm25": "scores the benchmark the LLM command above writes",
+    "infembed synth instructions --base-url http://127.0.0.1:8080/v1 --model local -o runs/instr --rows 300": LLM,
     "infembed serve --index idx/ --port 8000": SERVER,
     "infembed eval -b DIR -m my-model --exclusions llm --exclusion-llm-url http://127.0.0.1:8080/v1 "
     "--exclusion-llm-model smollm2": LLM + "; DIR and my-model stand for the user's own",
