@@ -13,6 +13,16 @@ from infembed.data.errors import SettingsError
 from infembed.settings import check_number, setting
 
 DENSE_KINDS = ("flat", "hnsw", "ivf")
+
+
+def _with_overrides(cls: type, what: str, settings: object | None, overrides: dict[str, object]) -> object:
+    """The one rule of both settings classes' ``of``: known names only, None means "not given"."""
+    names = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(overrides) - names)
+    if unknown:
+        raise SettingsError(f"unknown {what} setting(s) {', '.join(unknown)}; known: {', '.join(sorted(names))}")
+    given = {k: v for k, v in overrides.items() if v is not None}
+    return dataclasses.replace(settings or cls(), **given)
 KINDS = (*DENSE_KINDS, "bm25")
 
 
@@ -49,14 +59,7 @@ class IndexSettings:
     def of(cls, settings: IndexSettings | None = None, **overrides: object) -> IndexSettings:
         """``settings`` (default: the defaults) with the keyword arguments that are not None put in; an unknown
         name is a SettingsError listing the known ones."""
-        names = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(overrides) - names)
-        if unknown:
-            raise SettingsError(
-                f"unknown index setting(s) {', '.join(unknown)}; known: {', '.join(sorted(names))}"
-            )
-        given = {k: v for k, v in overrides.items() if v is not None}
-        return dataclasses.replace(settings or cls(), **given)
+        return _with_overrides(cls, "index", settings, overrides)
 
     def check_count(self, count: int) -> None:
         """Settings that cannot index ``count`` documents, refused before anything is encoded: faiss trains an IVF
@@ -134,11 +137,4 @@ class ServeSettings:
     def of(cls, settings: ServeSettings | None = None, **overrides: object) -> ServeSettings:
         """``settings`` (default: the defaults) with the keyword arguments that are not None put in; an unknown
         name is a SettingsError listing the known ones."""
-        names = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(overrides) - names)
-        if unknown:
-            raise SettingsError(
-                f"unknown serve setting(s) {', '.join(unknown)}; known: {', '.join(sorted(names))}"
-            )
-        given = {k: v for k, v in overrides.items() if v is not None}
-        return dataclasses.replace(settings or cls(), **given)
+        return _with_overrides(cls, "serve", settings, overrides)
