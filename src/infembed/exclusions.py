@@ -35,6 +35,8 @@ __all__ = ["ExclusionSettings", "DEFAULTS", "penalised_scores", "ExclusionPlan",
 
 
 SCALES = ("range", "zscore")
+#: Fitted settings whose objective is within this of the best are equally good (fit() and fit-exclusions --save).
+FIT_TIE = 0.002
 #: What matches documents against the excluded aspects and guards: the retriever's own scorer, or BM25 over the
 #: same documents (lexical evidence; a short aspect phrase is a keyword query, where small dense encoders are
 #: least precise). The keep part is always scored by the retriever itself.
@@ -332,7 +334,7 @@ def fit(retriever: Any, rows: Sequence[Any], *, splitter: str | Callable[[str], 
             grid.append({"aspect_scorer": scorer, "alpha": alpha, "threshold": threshold, "margin": margin,
                          "objective": _objective(adjusted, keep_scores, targets, excluded)})
     best = max(g["objective"] for g in grid)
-    chosen = min((g for g in grid if g["objective"] >= best - 0.002),
+    chosen = min((g for g in grid if g["objective"] >= best - FIT_TIE),
                  key=lambda g: (g["aspect_scorer"] != "self", g["alpha"], -g["threshold"], -g["margin"]))
     settings = ExclusionSettings(alpha=chosen["alpha"], threshold=chosen["threshold"], margin=chosen["margin"], pool=pool,
                                  scale=scale, splitter=splitter if isinstance(splitter, str) else "llm",

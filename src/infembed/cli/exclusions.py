@@ -14,7 +14,8 @@ from infembed.data.errors import SettingsError
 
 #: the fit's own tolerance (:func:`infembed.exclusions.fit`): settings within it of the best objective are
 #: equally good fits of the rows
-TIE = 0.002
+from infembed.exclusions import FIT_TIE as TIE  # noqa: E402
+
 FITTED = ("aspect_scorer", "alpha", "threshold", "margin")
 
 
