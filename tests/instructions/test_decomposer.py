@@ -207,3 +207,25 @@ def test_cli_split_and_train(tmp_path, trained):
     assert result.exit_code == 2 and "line 1" in result.stderr and "aspects" in result.stderr
     result = runner.invoke(app, ["decomposer", "train", "--data", str(bad), "--feature-layers", "9"])
     assert result.exit_code == 2 and "feature_layers" in result.stderr
+
+
+def test_train_never_replaces_an_output_silently(tmp_path, trained):
+    from infembed.instructions.decomposer_train import DecomposerTrainConfig, train_decomposer
+
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text("".join(json.dumps(row) + "\n" for row, _ in ROWS), encoding="utf-8")
+    other = tmp_path / "notes"
+    other.mkdir()
+    (other / "keep.txt").write_text("mine")
+    copy = tmp_path / "model"
+    shutil.copytree(trained, copy)
+    before = {p.name: p.read_bytes() for p in copy.iterdir()}
+    for output, match in ((other, "other files"), (copy, "already"), (other / "keep.txt", "not a directory")):
+        with pytest.raises(DataError, match=match):
+            train_decomposer(DecomposerTrainConfig(data=str(rows), output=str(output), epochs=1))
+    assert (other / "keep.txt").read_text() == "mine"
+    assert {p.name: p.read_bytes() for p in copy.iterdir()} == before
+    train_decomposer(
+        DecomposerTrainConfig(data=str(rows), output=str(copy), epochs=1, batch_size=4, overwrite=True)
+    )
+    assert (copy / "decomposer.json").is_file()

@@ -59,6 +59,7 @@ class DecomposerTrainConfig:
     holdout: str = setting("", "Leave out the rows of this writer/source (to score them afterwards).")
     max_length: int = setting(256, "Tokens per training instruction (longer ones are cut).")
     seed: int = setting(0, "Seed of the augmentation, the order and the initialisation.")
+    overwrite: bool = setting(False, "Replace a decomposer already in --output.")
 
     def __post_init__(self) -> None:
         check_number("epochs", self.epochs, minimum=1, integer=True)
@@ -97,6 +98,30 @@ def load_rows(data: str | Path) -> tuple[list[LabelledInstruction], list[str]]:
     return rows, [str(f) for f in files]
 
 
+def check_output(output: Path, overwrite: bool) -> None:
+    """Before any work: an --output that holds anything but a decomposer is never replaced, a decomposer only
+    with ``overwrite``."""
+    if not output.exists():
+        return
+    if not output.is_dir():
+        raise DataError("exists and is not a directory", output, field="output")
+    if (output / CONFIG_FILE).is_file():
+        if not overwrite:
+            raise DataError(
+                "holds a decomposer already; nothing was replaced",
+                output,
+                field="output",
+                hint="pass --overwrite to replace it, or choose another directory",
+            )
+    elif any(output.iterdir()):
+        raise DataError(
+            "holds other files, not a decomposer; nothing was replaced",
+            output,
+            field="output",
+            hint="choose an empty or new directory",
+        )
+
+
 def _digest(files: list[str]) -> str:
     digest = hashlib.sha256()
     for name in files:
@@ -118,6 +143,7 @@ def train_decomposer(
     from infembed.model.retriever import default_model_path
 
     layers = config.layers()
+    check_output(Path(config.output), config.overwrite)
     rows, files = load_rows(config.data)
     train_rows = [r for r in rows if not config.holdout or r.source != config.holdout]
     if config.holdout and len(train_rows) == len(rows):
