@@ -1,13 +1,14 @@
-"""The learned decomposer (experimental): a token tagger on the packaged all-MiniLM-L6-v2 that reads an
-instruction and marks its exclusion clauses and excluded aspects (:mod:`infembed.instructions.tagging`), meant
-for the phrasings no rule knows.
+"""The learned decomposer: a token tagger on the packaged all-MiniLM-L6-v2 that reads an instruction and marks
+its exclusion clauses and excluded aspects (:mod:`infembed.instructions.tagging`). It is what the ``auto``
+splitter uses (the default of search and serve), shipped in ``infembed/resources/decomposer``.
 
-The backbone stays frozen: its token states from a few layers (``feature_layers``) feed a small head (a linear
-projection, one transformer encoder layer, a linear layer over the four tags). A decomposer dir holds the head
-(``decomposer.safetensors``, float16) and ``decomposer.json`` (the tags, the head's shape, the backbone's
-fingerprint, the training data and settings); ``infembed decomposer train`` makes one
-(:mod:`infembed.instructions.decomposer_train`). Measured so far (docs/instructions.md), it is well below the
-rules splitter on held-out tables, so it is not a splitter name yet and nothing ships: it is loaded by path.
+The backbone carries a LoRA adapter (rank ``lora.rank`` on every linear layer, merged into the weights when
+loaded, so tagging costs one MiniLM forward pass); its token states from a few layers (``feature_layers``) feed a
+small head (a linear projection, one transformer encoder layer, a linear layer over the four tags). A decomposer
+dir holds the head and the adapter (``decomposer.safetensors``, float16) and ``decomposer.json`` (the tags, the
+shapes, the backbone's fingerprint, the training data and settings); ``infembed decomposer train`` makes one
+(:mod:`infembed.instructions.decomposer_train`); a dir without an adapter (``lora: null``) reads the frozen
+backbone.
 
 Determinism: inference runs in eval mode with no sampling; a text's split is cached, so it is computed once per
 process. Long texts are tagged in windows of at most ``WINDOW`` tokens, cut at sentence ends.
@@ -26,7 +27,7 @@ from typing import Any
 
 from infembed.data.errors import DataError
 from infembed.instructions.instruction import Instruction
-from infembed.instructions.tagging import TAGS, decode
+from infembed.instructions.tagging import BEGIN, CUE, TAGS, decode
 
 CONFIG_FILE = "decomposer.json"
 WEIGHTS_FILE = "decomposer.safetensors"
@@ -110,6 +111,58 @@ def load_backbone(path: str):
         hf_logging.set_verbosity(verbosity)
 
 
+LORA_TARGETS = ("query", "key", "value", "dense")  # every linear layer of a BERT encoder
+LORA_PREFIX = "backbone."
+
+
+def lora_shape(rank: int) -> dict[str, Any] | None:
+    """The adapter's settings as saved in ``decomposer.json`` (None: the backbone is used as it ships)."""
+    return {"rank": rank, "alpha": 2 * rank, "targets": list(LORA_TARGETS)} if rank else None
+
+
+def with_lora(model, rank: int, dropout: float = 0.0):
+    """``model`` with a LoRA adapter (peft) on its linear layers; only the adapter's weights train."""
+    from peft import LoraConfig, get_peft_model
+
+    shape = lora_shape(rank)
+    return get_peft_model(
+        model,
+        LoraConfig(
+            r=shape["rank"],
+            lora_alpha=shape["alpha"],
+            target_modules=shape["targets"],
+            lora_dropout=dropout,
+        ),
+    )
+
+
+def lora_weights(model) -> dict[str, Any]:
+    """The adapter's weights (peft's names, under :data:`LORA_PREFIX`), float16."""
+    import torch
+    from peft import get_peft_model_state_dict
+
+    return {
+        LORA_PREFIX + k: v.detach().to(torch.float16).contiguous()
+        for k, v in get_peft_model_state_dict(model).items()
+    }
+
+
+def merged_backbone(model, lora: dict[str, Any] | None, weights: dict[str, Any], path: Path):
+    """The backbone with the saved adapter merged into its weights (as fast as the plain backbone)."""
+    if not lora:
+        return model
+    from peft import set_peft_model_state_dict
+
+    adapter = {k[len(LORA_PREFIX) :]: v.float() for k, v in weights.items() if k.startswith(LORA_PREFIX)}
+    if not adapter:
+        raise DataError("holds no adapter weights though its settings name one", path)
+    wrapped = with_lora(model, int(lora["rank"]))
+    result = set_peft_model_state_dict(wrapped, adapter)
+    if getattr(result, "unexpected_keys", None):
+        raise DataError(f"holds adapter weights this backbone lacks ({result.unexpected_keys[0]})", path)
+    return wrapped.merge_and_unload()
+
+
 def read_config(directory: Path) -> dict[str, Any]:
     config_path = directory / CONFIG_FILE
     if not config_path.is_file():
@@ -138,7 +191,12 @@ class Decomposer:
     """``decomposer(text) -> Instruction``; ``decomposer.batch(texts)`` tags many at once. Thread-safe."""
 
     def __init__(
-        self, directory: str | Path | None = None, *, device: str = "cpu", backbone: str | None = None
+        self,
+        directory: str | Path | None = None,
+        *,
+        device: str = "cpu",
+        backbone: str | None = None,
+        min_score: float | None = None,
     ):
         from safetensors.torch import load_file
 
@@ -169,11 +227,11 @@ class Decomposer:
                 field="backbone_fingerprint",
             )
         self.tokenizer = AutoTokenizer.from_pretrained(backbone)
-        model = load_backbone(backbone)
+        model = merged_backbone(load_backbone(backbone), self.config.get("lora"), weights, weights_path)
         model.eval()
         head = TaggingHead.from_config(self.config)
         try:
-            head.load_state_dict({k: v.float() for k, v in weights.items()})
+            head.load_state_dict({k: v.float() for k, v in weights.items() if not k.startswith(LORA_PREFIX)})
         except RuntimeError as error:
             reason = str(error).strip().splitlines()[0]
             raise DataError(
@@ -181,7 +239,10 @@ class Decomposer:
             ) from None
         self.model, self.head = model.to(device), head.to(device).eval()
         self.device = device
+        #: an aspect whose words the model tags as aspect with less probability than this is left kept
+        self.min_score = float(min_score if min_score is not None else self.config.get("min_score", 0.0))
         self._cache: dict[str, Instruction] = {}
+        self._cues: dict[str, float] = {}
         self._lock = threading.Lock()
 
     def __call__(self, text: str) -> Instruction:
@@ -197,6 +258,7 @@ class Decomposer:
             with self._lock:
                 if len(self._cache) > 100_000:
                     self._cache.clear()
+                    self._cues.clear()
                 self._cache.update(zip(chunk, results))
         with self._lock:
             return [self._cache[t] if t else Instruction("") for t in stripped]
@@ -245,10 +307,25 @@ class Decomposer:
             features = token_features(
                 self.model, input_ids.to(self.device), mask.to(self.device), self.config["feature_layers"]
             )
-            predicted = self.head(features, mask.sum(1).to(self.device)).argmax(-1).cpu().tolist()
+            probabilities = self.head(features, mask.sum(1).to(self.device)).float().softmax(-1)
+            predicted = probabilities.argmax(-1).cpu().tolist()
+            aspect_scores = probabilities[..., BEGIN:].sum(-1).cpu().tolist()
+            cue_scores = probabilities[..., CUE].cpu().tolist()
         offsets: list[list[tuple[int, int]]] = [[] for _ in texts]
         tags: list[list[int]] = [[] for _ in texts]
+        scores: list[list[float]] = [[] for _ in texts]
+        cues = [0.0] * len(texts)
         for row, (owner, (ids, window_offsets)) in enumerate(pieces):
             offsets[owner].extend(window_offsets)
             tags[owner].extend(predicted[row][1 : len(ids) + 1])
-        return [decode(text, offsets[i], tags[i]) for i, text in enumerate(texts)]
+            scores[owner].extend(aspect_scores[row][1 : len(ids) + 1])
+            cues[owner] = max([cues[owner], *cue_scores[row][1 : len(ids) + 1]])
+        with self._lock:
+            self._cues.update(zip(texts, cues))
+        return [decode(text, offsets[i], tags[i], scores[i], self.min_score) for i, text in enumerate(texts)]
+
+    def cue_score(self, text: str) -> float:
+        """The highest probability the model gave any token of ``text`` of being an exclusion cue (0 for a text
+        not tagged yet or empty): high where it reads an exclusion even if it found no aspect in it."""
+        with self._lock:
+            return self._cues.get((text or "").strip(), 0.0)

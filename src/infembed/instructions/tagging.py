@@ -175,12 +175,12 @@ def _clean_aspect(text: str) -> str:
 
 
 def _words(
-    text: str, offsets: Sequence[tuple[int, int]], tags: Sequence[int]
-) -> Iterator[tuple[int, int, int]]:
-    """``(start, end, tag)`` per word: a token glued to the previous one (no space between, both word
-    characters) belongs to its word, which takes the tag of its first token."""
-    current: list[int] | None = None
-    for (start, end), tag in zip(offsets, tags):
+    text: str, offsets: Sequence[tuple[int, int]], tags: Sequence[int], scores: Sequence[float]
+) -> Iterator[tuple[int, int, int, float]]:
+    """``(start, end, tag, score)`` per word: a token glued to the previous one (no space between, both word
+    characters) belongs to its word, which takes the tag and the score of its first token."""
+    current: list | None = None
+    for (start, end), tag, score in zip(offsets, tags, scores):
         if end <= start:
             continue
         glued = (
@@ -193,10 +193,10 @@ def _words(
             current[1] = end
             continue
         if current is not None:
-            yield current[0], current[1], current[2]
-        current = [start, end, tag]
+            yield current[0], current[1], current[2], current[3]
+        current = [start, end, tag, score]
     if current is not None:
-        yield current[0], current[1], current[2]
+        yield current[0], current[1], current[2], current[3]
 
 
 def _tidy(text: str) -> str:
@@ -222,32 +222,59 @@ def _sentence_spans(text: str) -> list[tuple[int, int]]:
     return spans
 
 
-def decode(text: str, offsets: Sequence[tuple[int, int]], tags: Sequence[int]) -> Instruction:
+#: Heads that name "what is retrieved", not content: an aspect made only of these (and stop words) is no aspect.
+GENERIC = frozenset(
+    "a an the of in on at to for from by with about and or that which who this these those it its any all some "
+    "only just mainly purely solely also too other such as is are be s document documents doc docs paper papers "
+    "article articles passage passages page pages result results post posts item items source sources text texts "
+    "study studies report reports content coverage material materials info information stuff thing things one ones "
+    "entry entries piece pieces listing listings answer answers link links site sites website websites".split()
+)
+
+
+def _generic(aspect: str) -> bool:
+    return all(w in GENERIC for w in re.findall(r"\w+", aspect.lower()))
+
+
+def decode(
+    text: str,
+    offsets: Sequence[tuple[int, int]],
+    tags: Sequence[int],
+    scores: Sequence[float] | None = None,
+    min_score: float = 0.0,
+) -> Instruction:
     """An :class:`Instruction` from predicted token tags: aspects are runs of adjacent aspect words (BEGIN or
     INSIDE; a list's items are separate because a cue token, "," "and" "or", stands between them), an aspect
     counts only if its sentence holds a cue word (every exclusion is said with one), the clauses (cue and
     aspect words and the punctuation between them) are cut from ``keep``, and each aspect's guard is what its
-    sentence keeps. No aspect: the instruction comes back whole."""
-    words = list(_words(text, offsets, tags))
+    sentence keeps. ``scores`` (per token, the model's probability of its tag being an aspect tag): an aspect
+    whose words score below ``min_score`` on average, or that names only generic heads ("passages about"), is
+    left to the kept part. No aspect: the instruction comes back whole."""
+    words = list(_words(text, offsets, tags, scores if scores is not None else [1.0] * len(tags)))
     sentences = _sentence_spans(text)
     cued = {
-        i for i, (a, b) in enumerate(sentences) for start, _, tag in words if tag == CUE and a <= start < b
+        i for i, (a, b) in enumerate(sentences) for start, _, tag, _ in words if tag == CUE and a <= start < b
     }
     words = [
-        (s, e, t)
+        (s, e, t, p)
         if t == KEEP or t == CUE or any(a <= s < b for i, (a, b) in enumerate(sentences) if i in cued)
-        else (s, e, KEEP)
-        for s, e, t in words
+        else (s, e, KEEP, p)
+        for s, e, t, p in words
     ]
-    aspects: list[list[int]] = []
+    aspects: list[list] = []  # [start, end, first word, last word]
     previous = KEEP
-    for start, end, tag in words:
+    for k, (start, end, tag, _) in enumerate(words):
         if tag in (BEGIN, INSIDE) and previous not in (BEGIN, INSIDE):
-            aspects.append([start, end])
+            aspects.append([start, end, k, k])
         elif tag in (BEGIN, INSIDE):
-            aspects[-1][1] = end
+            aspects[-1][1], aspects[-1][3] = end, k
         previous = tag
-    spans = [(s, e) for s, e in aspects if _WORD.search(text[s:e])]
+    weak = [a for a in aspects if sum(w[3] for w in words[a[2] : a[3] + 1]) / (a[3] - a[2] + 1) < min_score]
+    weak += [a for a in aspects if a not in weak and _generic(text[a[0] : a[1]])]
+    for a in weak:  # back to the kept part
+        for k in range(a[2], a[3] + 1):
+            words[k] = (words[k][0], words[k][1], KEEP, words[k][3])
+    spans = [(a[0], a[1]) for a in aspects if a not in weak and _WORD.search(text[a[0] : a[1]])]
     exclude = [_clean_aspect(text[s:e]) for s, e in spans]
     spans = [span for span, aspect in zip(spans, exclude) if aspect]
     exclude = [aspect for aspect in exclude if aspect]
@@ -256,7 +283,7 @@ def decode(text: str, offsets: Sequence[tuple[int, int]], tags: Sequence[int]) -
     # cut the clauses: every non-KEEP word, and the non-word characters between two of them
     removed = [False] * len(text)
     last_cut_end = None
-    for start, end, tag in words:
+    for start, end, tag, _ in words:
         if tag == KEEP:
             last_cut_end = None
             continue
