@@ -8,7 +8,7 @@ export INFEMBED_DATA_DIR ?= $(abspath ../shared/data)
 export HF_HUB_OFFLINE ?= 1
 export TOKENIZERS_PARALLELISM ?= false
 
-.PHONY: install demo demo-quick test test-fast test-llm lint bench clean
+.PHONY: install demo demo-quick test test-fast test-llm lint bench clean decomposer
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -42,6 +42,10 @@ test-llm: $(STAMP)
 
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not slow" -x
+
+# Retrain the learned decomposer that `--exclusions auto` uses, from data/decomposer (~30 min on 2 cores)
+decomposer: $(STAMP)
+	$(BIN)/infembed decomposer train --output src/infembed/resources/decomposer --overwrite
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from infembed.data.errors import SettingsError
-from infembed.instructions import SPLITTERS, Instruction, split_instructions
+from infembed.instructions import DEFAULT_SPLITTER, SPLITTERS, Instruction, split_instructions
 
 __all__ = ["ExclusionSettings", "DEFAULTS", "penalised_scores", "ExclusionPlan", "plan", "apply", "fit", "FitReport",
            "exclusion_aware_scores", "resolve_exclusions"]
@@ -50,7 +50,7 @@ class ExclusionSettings:
     The defaults were fitted on the negation-aware InF-IR rows with the packaged MiniLM and with BM25 (see
     docs/instructions.md); a trained model carries its own fitted values."""
 
-    splitter: str = "rules"
+    splitter: str = DEFAULT_SPLITTER
     alpha: float = 5.0
     threshold: float = 0.75
     margin: float = 0.5
@@ -189,6 +189,19 @@ class ExclusionPlan:
         return [j for j, owner in enumerate(self.aspect_owner) if owner == query_row]
 
 
+def _without_aspects(guard: str, aspects: Sequence[str]) -> str:
+    """A guard with the instruction's excluded aspects cut out: where the kept part still names an excluded item
+    (a changed FollowIR instruction repeats the original text, which lists what is later excluded), the guard
+    must not spare the documents on that item. Nothing searchable left: no guard."""
+    import re
+
+    from infembed.search.bm25 import terms
+
+    for aspect in sorted(aspects, key=len, reverse=True):
+        guard = re.sub(re.escape(aspect), " ", guard, flags=re.IGNORECASE)
+    return guard.strip() if terms(guard) else ""
+
+
 def plan(instructions: Sequence[str | None], splitter: str | Callable[[str], Instruction]) -> ExclusionPlan:
     """Split every instruction (``splitter`` ``"off"`` keeps them whole) and list the aspects and guards to
     score."""
@@ -202,7 +215,7 @@ def plan(instructions: Sequence[str | None], splitter: str | Callable[[str], Ins
         for index, aspect in enumerate(split.exclude):
             aspects.append(aspect)
             owner.append(row)
-            guard = split.guard_of(index)
+            guard = _without_aspects(split.guard_of(index), split.exclude)
             if guard:
                 aspect_guard.append(guard_index.setdefault(guard, len(guard_index)))
                 if len(guard_texts) < len(guard_index):
@@ -287,7 +300,7 @@ def _objective(scores: np.ndarray, plain: np.ndarray, targets: np.ndarray, exclu
     return 0.5 * _mrr(scores, targets) + 0.5 * float(np.mean(moved))
 
 
-def fit(retriever: Any, rows: Sequence[Any], *, splitter: str | Callable[[str], Instruction] = "rules",
+def fit(retriever: Any, rows: Sequence[Any], *, splitter: str | Callable[[str], Instruction] = DEFAULT_SPLITTER,
         pool: int = 100, scale: str = "range", alphas: Sequence[float] = ALPHAS,
         thresholds: Sequence[float] = THRESHOLDS, margins: Sequence[float] = MARGINS,
         aspect_scorers: Sequence[str] = ("self",)) -> FitReport:

@@ -10,6 +10,7 @@ import typer
 
 from infembed.cli import console, friendly_errors
 from infembed.instructions.decomposer_train import DecomposerTrainConfig
+from infembed.instructions.split import DEFAULT_SPLITTER
 from infembed.settings import settings_command
 
 app = typer.Typer(
@@ -25,7 +26,9 @@ app = typer.Typer(
 def split_command(
     texts: list[str] = typer.Argument(..., help="Instructions to decompose."),
     exclusions: str = typer.Option(
-        "rules", "--exclusions", help="rules | off (llm: through eval/search/serve)."
+        DEFAULT_SPLITTER,
+        "--exclusions",
+        help="auto (the shipped learned decomposer) | rules | off (llm: through eval/search/serve).",
     ),
     decomposer: Path = typer.Option(
         None, "--decomposer", help="Split with a learned decomposer dir (infembed decomposer train) instead."
@@ -35,8 +38,8 @@ def split_command(
     from infembed.data.errors import SettingsError
     from infembed.instructions import split_instructions
 
-    if exclusions not in ("rules", "off"):
-        raise SettingsError(f"--exclusions must be rules or off here, got {exclusions!r}")
+    if exclusions not in ("auto", "rules", "off"):
+        raise SettingsError(f"--exclusions must be auto, rules or off here, got {exclusions!r}")
     splitter: Any = exclusions
     if decomposer is not None:
         from infembed.instructions.decomposer import Decomposer
@@ -50,7 +53,7 @@ def split_command(
 @friendly_errors
 @settings_command(DecomposerTrainConfig)
 def train_command(settings: dict[str, Any]) -> None:
-    """Train a learned decomposer (experimental) from labelled instructions (minutes on 2 CPU cores)."""
+    """Train a learned decomposer from labelled instructions (about 20 minutes on 2 CPU cores)."""
     from infembed.instructions.decomposer_train import train_decomposer
     from infembed.progress import bar
 

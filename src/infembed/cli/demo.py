@@ -27,6 +27,7 @@ def demo_command(
     from infembed.evaluate.report import plot_results, print_results
     from infembed.evaluate.retrievers import build_retriever
     from infembed.evaluate.runner import evaluate
+    from infembed.instructions import DEFAULT_SPLITTER
 
     root = data_dir(data)
     names = ["followir-cranfield-excl"] if quick else ["followir-cranfield", "followir-cranfield-excl"]
@@ -41,8 +42,8 @@ def demo_command(
         for spec in specs:
             ret = build_retriever(spec, device=device)
             name = {"default": "all-MiniLM-L6-v2 (base)", "bm25": "BM25"}.get(spec, "InF-Embed MiniLM (trained)")
-            # each retriever twice: plain, then exclusion-aware (rules splitter, the retriever's fitted settings)
-            for exclusions in ("off", "rules"):
+            # each retriever twice: plain, then exclusion-aware (the default splitter, the retriever's fitted settings)
+            for exclusions in ("off", DEFAULT_SPLITTER):
                 ret.exclusions = ret.exclusions.with_splitter(exclusions)
                 result = evaluate(bench, ret, model_name=name)
                 results.append(result)

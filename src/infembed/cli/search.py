@@ -10,8 +10,9 @@ from typing import Any
 import typer
 
 from infembed.cli import console, friendly_errors
-from infembed.cli.evaluate import ExclusionLlmModel, ExclusionLlmUrl
+from infembed.cli.evaluate import Backend, ExclusionLlmModel, ExclusionLlmUrl
 from infembed.data.errors import SettingsError
+from infembed.instructions.split import DEFAULT_SPLITTER
 from infembed.search.settings import IndexSettings, ServeSettings
 from infembed.settings import check_number, settings_command
 
@@ -154,9 +155,9 @@ def search_command(
     ),
     nprobe: int = typer.Option(None, "--nprobe", help="IVF: lists visited."),
     exclusions: str = typer.Option(
-        "rules",
+        DEFAULT_SPLITTER,
         "--exclusions",
-        help="How instructions that exclude are handled: 'rules' (default: search with what the instruction keeps, push down documents matching what it excludes), 'off', or 'llm' (--exclusion-llm-url/--exclusion-llm-model). docs/instructions.md.",
+        help="How instructions that exclude are handled: 'auto' (default: the learned decomposer finds what the instruction excludes; search with what it keeps, push down documents matching what it excludes), 'rules', 'off', or 'llm' (--exclusion-llm-url/--exclusion-llm-model). docs/instructions.md.",
     ),
     exclusion_llm_url: ExclusionLlmUrl = None,
     exclusion_llm_model: ExclusionLlmModel = None,
@@ -167,6 +168,7 @@ def search_command(
         "--query order, the tag is the index dir's name.",
     ),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing --trec file."),
+    backend: Backend = None,
 ) -> None:
     """Search an index with a query and an instruction; prints a ranked table (or JSON with --json)."""
     from rich.console import Console
@@ -194,7 +196,7 @@ def search_command(
         from infembed.evaluate.outputs import refuse_existing
 
         refuse_existing([trec], "--trec")
-    index = Index.load(index_dir, model, device=device, ef_search=ef_search, nprobe=nprobe)
+    index = Index.load(index_dir, model, device=device, ef_search=ef_search, nprobe=nprobe, backend=backend)
     settings = index.exclusion_settings(exclusions)
     results = index.search(query, aligned, k=k, exclusions=settings, exclusion_splitter=splitter)
     if trec is not None:
@@ -263,9 +265,9 @@ def serve_command(
     ef_search: int = typer.Option(None, "--ef-search", help="HNSW: candidates explored per search."),
     nprobe: int = typer.Option(None, "--nprobe", help="IVF: lists visited per search."),
     exclusions: str = typer.Option(
-        "rules",
+        DEFAULT_SPLITTER,
         "--exclusions",
-        help="Default handling of instructions that exclude: 'rules' (default), 'off' or 'llm' (--exclusion-llm-url/--exclusion-llm-model); a request may ask for 'off' or 'rules'.",
+        help="Default handling of instructions that exclude: 'auto' (default: the learned decomposer), 'rules', 'off' or 'llm' (--exclusion-llm-url/--exclusion-llm-model); a request may ask for 'off', 'auto' or 'rules'.",
     ),
     exclusion_llm_url: ExclusionLlmUrl = None,
     exclusion_llm_model: ExclusionLlmModel = None,

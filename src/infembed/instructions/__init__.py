@@ -23,13 +23,14 @@ Two splitters give the same :class:`Instruction`:
 
 from infembed.instructions.instruction import Instruction
 from infembed.instructions.llm import LLM_SCHEMA, LLM_SYSTEM_PROMPT, llm_splitter, parse_llm_answer
-from infembed.instructions.split import SPLITTERS, split_instruction, split_instructions
+from infembed.instructions.split import DEFAULT_SPLITTER, SPLITTERS, split_instruction, split_instructions
 
 __all__ = [
     "Instruction",
     "split_instruction",
     "split_instructions",
     "SPLITTERS",
+    "DEFAULT_SPLITTER",
     "llm_splitter",
     "LLM_SYSTEM_PROMPT",
     "LLM_SCHEMA",

@@ -248,8 +248,8 @@ def decode(
     counts only if its sentence holds a cue word (every exclusion is said with one), the clauses (cue and
     aspect words and the punctuation between them) are cut from ``keep``, and each aspect's guard is what its
     sentence keeps. ``scores`` (per token, the model's probability of its tag being an aspect tag): an aspect
-    whose words score below ``min_score`` on average, or that names only generic heads ("passages about"), is
-    left to the kept part. No aspect: the instruction comes back whole."""
+    whose words score below ``min_score`` on average, or that names only generic heads and stop words ("passages
+    about", "the"; listed in ``dropped``), is left to the kept part. No aspect: the instruction comes back whole."""
     words = list(_words(text, offsets, tags, scores if scores is not None else [1.0] * len(tags)))
     sentences = _sentence_spans(text)
     cued = {
@@ -270,7 +270,9 @@ def decode(
             aspects[-1][1], aspects[-1][3] = end, k
         previous = tag
     weak = [a for a in aspects if sum(w[3] for w in words[a[2] : a[3] + 1]) / (a[3] - a[2] + 1) < min_score]
-    weak += [a for a in aspects if a not in weak and _generic(text[a[0] : a[1]])]
+    generic = [a for a in aspects if a not in weak and _generic(text[a[0] : a[1]])]
+    dropped = [_clean_aspect(text[a[0] : a[1]]) for a in generic if _clean_aspect(text[a[0] : a[1]])]
+    weak += generic
     for a in weak:  # back to the kept part
         for k in range(a[2], a[3] + 1):
             words[k] = (words[k][0], words[k][1], KEEP, words[k][3])
@@ -279,7 +281,7 @@ def decode(
     spans = [span for span, aspect in zip(spans, exclude) if aspect]
     exclude = [aspect for aspect in exclude if aspect]
     if not exclude:
-        return Instruction(text.strip())
+        return Instruction(text.strip(), dropped=dropped)
     # cut the clauses: every non-KEEP word, and the non-word characters between two of them
     removed = [False] * len(text)
     last_cut_end = None
@@ -305,4 +307,4 @@ def decode(
             seen[key] = len(unique)
             unique.append(aspect)
             unique_guards.append(guard)
-    return Instruction(keep=_tidy(kept), exclude=unique, guards=unique_guards)
+    return Instruction(keep=_tidy(kept), exclude=unique, guards=unique_guards, dropped=dropped)

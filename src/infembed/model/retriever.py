@@ -26,6 +26,8 @@ from torch import nn
 
 from infembed.data.errors import DataError, SettingsError
 from infembed.data.jsonl import ensure_dir, json_error_reason, write_json
+from infembed.instructions.split import DEFAULT_SPLITTER
+from infembed.model.backends import digest_module
 from infembed.model.encoder import Encoder, load_sentence_transformer, resolve_device
 from infembed.model.interaction import (
     CROSS_ATTENTION_BASES,
@@ -145,6 +147,7 @@ class InFEmbed(nn.Module):
             config.passage_max_length = min(512, st_max)
         config.pooling = encoder.pooling
         config.append_eos = encoder.append_eos
+        self.backend = "torch"  # what runs the backbones at inference (use_backend)
 
     # ----------------------------------------------------------------------------------- construction
 
@@ -189,9 +192,22 @@ class InFEmbed(nn.Module):
         return model
 
     @classmethod
-    def load(cls, path: str | None = None, *, device: str | None = None, **overrides: Any) -> InFEmbed:
+    def load(
+        cls,
+        path: str | None = None,
+        *,
+        device: str | None = None,
+        backend: str | None = None,
+        **overrides: Any,
+    ) -> InFEmbed:
         """Load a model dir written by :meth:`save`, or any sentence-transformers model (dir or hub name), which
-        then gets the default concatenation template. ``overrides`` replace saved settings (e.g. template)."""
+        then gets the default concatenation template. ``overrides`` replace saved settings (e.g. template).
+        ``backend``: ``"torch"`` (default) or ``"openvino"`` (CPU; :meth:`use_backend`)."""
+        from infembed.model.backends import check_backend
+
+        backend = check_backend(backend, device)  # before anything loads
+        if backend != "torch" and device is None:
+            device = "cpu"
         name = resolve_model_name(path)
         config_path = Path(name) / CONFIG_NAME
         data = (
@@ -233,7 +249,22 @@ class InFEmbed(nn.Module):
         model = cls(encoder, config, passage_encoder, interaction)
         model.source = name
         model.eval()
-        return model
+        return model.use_backend(backend)
+
+    def use_backend(self, backend: str | None = None) -> InFEmbed:
+        """Run the backbone(s) with ``backend`` from now on (in place; returns the model): ``"torch"`` or
+        ``"openvino"`` (the CPU; exported on first use and cached, :mod:`infembed.model.backends`). Tokenising,
+        pooling, normalisation and a cross-attention block stay in torch, so the embeddings, the
+        :meth:`fingerprint` and an index built with either backend are the same (cosine >= 0.99999). Inference
+        only: training needs the torch backend."""
+        from infembed.model.backends import check_backend, openvino_backbone
+
+        name = check_backend(backend, self.device)
+        for enc in (self.encoder, self.passage_encoder):
+            if enc is not None:
+                enc.runtime = openvino_backbone(enc.backbone) if name == "openvino" else None
+        self.backend = name
+        return self
 
     def save(self, path: str | Path, *, merge_lora: bool = True) -> None:
         """Write the model dir. LoRA adapters are merged into the backbone first, so the dir is a plain
@@ -283,7 +314,7 @@ class InFEmbed(nn.Module):
         if self.interaction is None:  # a cross-attention-only setting: concatenation ids stay as they were
             settings.pop("cross_attention_base", None)
         settings["encoders"] = [
-            _encoder_settings(enc) for enc in (self.encoder, self.passage_encoder) if enc is not None
+            enc.identity() for enc in (self.encoder, self.passage_encoder) if enc is not None
         ]
         digest.update(json.dumps(settings, sort_keys=True).encode())
         modules = (
@@ -292,12 +323,8 @@ class InFEmbed(nn.Module):
             ("interaction", self.interaction),
         )
         for prefix, module in modules:
-            if module is None:
-                continue
-            for name, tensor in [*module.named_parameters(), *module.named_buffers()]:
-                tensor = tensor.detach()
-                digest.update(f"{prefix}.{name}:{tensor.dtype}:{tuple(tensor.shape)};".encode())
-                digest.update(tensor.cpu().contiguous().reshape(-1).view(torch.uint8).numpy())
+            if module is not None:
+                digest_module(digest, prefix, module)
         return digest.hexdigest()[:16]
 
     # ----------------------------------------------------------------------------------- training-time (grad)
@@ -383,7 +410,7 @@ class InFEmbed(nn.Module):
         instructions: Sequence[str | None] | None,
         passages: Sequence[str] | np.ndarray,
         *,
-        exclusions: Any = "rules",
+        exclusions: Any = DEFAULT_SPLITTER,
         batch_size: int = 32,
     ) -> np.ndarray:
         """Instruction-aware scores (n_queries, n_passages) of passage texts or their embeddings, exclusion-aware
@@ -453,28 +480,3 @@ class InFEmbed(nn.Module):
                 out.append(emb.float().cpu().numpy())
         self.train(was_training)
         return np.concatenate(out) if out else np.zeros((0, self.dim), dtype=np.float32)
-
-
-def _encoder_settings(encoder: Encoder) -> dict[str, Any]:
-    """What besides its weights decides how an encoder embeds a text: pooling, normalisation, EOS, the tokenizer."""
-    tokenizer = encoder.tokenizer
-    backend = getattr(tokenizer, "backend_tokenizer", None)
-    if backend is not None:
-        pipeline = json.loads(backend.to_str())
-        # truncation and padding are set per call by the tokenizer wrapper, not properties of the model
-        pipeline.pop("truncation", None)
-        pipeline.pop("padding", None)
-        tokenizer_id = hashlib.sha256(json.dumps(pipeline, sort_keys=True).encode()).hexdigest()
-    else:  # a slow (Python) tokenizer: its vocabulary
-        tokenizer_id = hashlib.sha256(json.dumps(sorted(tokenizer.get_vocab().items())).encode()).hexdigest()
-    return {
-        "pooling": encoder.pooling,
-        "normalize": encoder.normalize,
-        "append_eos": encoder.append_eos,
-        "tokenizer": tokenizer_id,
-        "tokenizer_class": type(tokenizer).__name__,
-        "padding_side": tokenizer.padding_side,
-        "truncation_side": getattr(tokenizer, "truncation_side", "right"),
-        "eos_token": tokenizer.eos_token,
-        "pad_token": tokenizer.pad_token,
-    }

@@ -12,6 +12,7 @@ import numpy as np
 
 from infembed.data.errors import SettingsError
 from infembed.data.records import Document
+from infembed.instructions.split import DEFAULT_SPLITTER
 from infembed.search.bm25 import BM25
 from infembed.search.store import BM25_DIR
 
@@ -22,7 +23,7 @@ if TYPE_CHECKING:  # the result type only; index.py imports this module
 class ExclusionSearch:
     """The exclusion-aware half of :class:`~infembed.search.index.Index`."""
 
-    def exclusion_settings(self, exclusions: Any = "rules") -> Any:
+    def exclusion_settings(self, exclusions: Any = DEFAULT_SPLITTER) -> Any:
         """The exclusion settings a search uses: the model's fitted ones (infembed.json) or the defaults."""
         from infembed.exclusions import DEFAULTS, ExclusionSettings, resolve_exclusions
 
@@ -42,7 +43,7 @@ class ExclusionSearch:
         """Each instruction's :class:`~infembed.instructions.Instruction` as :meth:`search` uses it."""
         from infembed.instructions import Instruction, split_instructions
 
-        settings = settings if settings is not None else self.exclusion_settings("rules")
+        settings = settings if settings is not None else self.exclusion_settings(DEFAULT_SPLITTER)
         if not settings.enabled:
             return [Instruction((i or "").strip()) for i in instructions]
         if settings.splitter == "llm" and exclusion_splitter is None:
@@ -121,6 +122,8 @@ class ExclusionSearch:
             texts = []
             for start in range(0, self.count, 1000):
                 for doc in self._documents(list(range(start, min(self.count, start + 1000)))):
-                    texts.append(Document(title=doc.get("title") or "", text=doc.get("text") or "").full_text())
+                    texts.append(
+                        Document(title=doc.get("title") or "", text=doc.get("text") or "").full_text()
+                    )
             self.bm25 = BM25().index(texts)
         return self.bm25

@@ -29,6 +29,8 @@ import numpy as np
 
 from infembed.data.errors import DataError, SettingsError
 from infembed.data.jsonl import lone_surrogate
+from infembed.instructions.split import DEFAULT_SPLITTER
+from infembed.model.backends import check_backend
 from infembed.search import vectors
 from infembed.search.bm25 import BM25, BM25Settings
 from infembed.search.build import Progress, build_bm25, build_dense, load_corpus, model_spec, resolve_model
@@ -183,6 +185,7 @@ class Index(ExclusionSearch):
         name) at ``uri`` (a server, or a Milvus Lite file such as ``milvus.db``); :mod:`infembed.search.milvus`.
         """
         settings = IndexSettings.of(settings, **overrides)
+        check_backend(settings.backend, device)
         kind = settings.kind
         if store not in STORES:
             raise SettingsError(f"store must be one of {', '.join(STORES)}, got {store!r}")
@@ -213,7 +216,7 @@ class Index(ExclusionSearch):
         if kind == "bm25":
             build_bm25(docs, ids, root, overwrite=overwrite)
             return cls.load(root)
-        model = resolve_model(model, device)
+        model = resolve_model(model, device, settings.backend)
         build_dense(model, docs, ids, root, settings, progress=progress, milvus=target, overwrite=overwrite)
         return cls.load(root, model)
 
@@ -228,10 +231,13 @@ class Index(ExclusionSearch):
         device: str | None = None,
         ef_search: int | None = None,
         nprobe: int | None = None,
+        backend: str | None = None,
     ) -> Index:
         """Open an index dir. ``model`` (an InFEmbed, a model dir or name) must be the model the index was built
-        with; None loads that model from the path recorded in index.json. A different model is refused."""
+        with; None loads that model from the path recorded in index.json. A different model is refused.
+        ``backend`` runs the model's queries (``"torch"``/``"openvino"``; either, whichever built the index)."""
         check_number("ef_search", ef_search, minimum=1, integer=True, optional=True)  # before any model loads
+        check_backend(backend, device)
         check_number("nprobe", nprobe, minimum=1, integer=True, optional=True)
         root = Path(path)
         meta = open_meta(root)
@@ -255,14 +261,14 @@ class Index(ExclusionSearch):
         recorded = meta["model"]
         if model is None:
             try:
-                model = resolve_model(recorded["path"], device)
+                model = resolve_model(recorded["path"], device, backend)
             except (FileNotFoundError, OSError) as error:
                 raise FileNotFoundError(
                     f"{root}: cannot load the model the index was built with ({recorded['path']}): {error}; "
                     "pass the model explicitly (--model)"
                 ) from None
         else:
-            model = resolve_model(model, device)
+            model = resolve_model(model, device, backend)
         actual = model.fingerprint()
         if actual != recorded["fingerprint"]:
             raise IndexModelMismatch(
@@ -299,7 +305,7 @@ class Index(ExclusionSearch):
         k: int = 10,
         *,
         batch_size: int = 32,
-        exclusions: Any = "rules",
+        exclusions: Any = DEFAULT_SPLITTER,
         exclusion_splitter: Callable[[str], Any] | None = None,
     ) -> list[Hit] | list[list[Hit]]:
         """The top ``k`` documents for each (query, instruction) pair, best first.

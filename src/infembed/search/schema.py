@@ -46,10 +46,11 @@ class SearchRequest(BaseModel):
         None, description="A batch of queries (at most max_batch, see /health)."
     )
     k: int = Field(10, ge=1, strict=True, description="Results per query, 1 to max_k (see /health).")
-    exclusions: Literal["off", "rules"] | None = Field(
+    exclusions: Literal["off", "auto", "rules"] | None = Field(
         None,
-        description="How instructions that exclude are handled: 'rules' (search with what the instruction keeps, "
-        "push down passages matching what it excludes) or 'off'. Default: the server's (see /health).",
+        description="How instructions that exclude are handled: 'auto' (the learned decomposer) or 'rules' (search "
+        "with what the instruction keeps, push down passages matching what it excludes) or 'off'. Default: the "
+        "server's (see /health).",
     )
 
     @model_validator(mode="after")

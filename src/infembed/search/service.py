@@ -43,6 +43,7 @@ from typing import Any
 from infembed import __version__
 from infembed.data.errors import SettingsError
 from infembed.data.jsonl import lone_surrogate
+from infembed.instructions.split import DEFAULT_SPLITTER
 from infembed.search.batcher import MicroBatcher
 from infembed.search.guard import Guard, json_typed
 from infembed.search.index import Hit, Index
@@ -100,7 +101,7 @@ def create_app(
     max_wait_ms: float | None = None,
     max_body_bytes: int | None = None,
     encode_batch_size: int = 64,
-    exclusions: str = "rules",
+    exclusions: str = DEFAULT_SPLITTER,
     exclusion_splitter: Callable[[str], Any] | None = None,
     body_timeout_s: float | None = None,
 ) -> Any:
@@ -127,6 +128,9 @@ def create_app(
         body_timeout=body_timeout_s,
     )
     max_batch, max_text_chars, max_k = settings.max_batch, settings.max_text_chars, settings.max_k
+    if settings.backend is not None and index.model is not None:  # serve() loaded it so already
+        if settings.backend != index.model.backend:
+            index.model.use_backend(settings.backend)
     check_number("max_body_bytes", max_body_bytes, minimum=1, integer=True, optional=True)
     check_number("encode_batch_size", encode_batch_size, minimum=1, integer=True)
     if api_key is not None and not api_key.strip():
@@ -351,6 +355,7 @@ def create_app(
             if model_info
             else None,
             "model_fingerprint": index.fingerprint,
+            "backend": getattr(index.model, "backend", None),  # what encodes the queries (None: BM25)
             "auth": api_key is not None,
             "exclusions": default_exclusions.to_json(),
             "limits": {
