@@ -1,14 +1,16 @@
 """How well each splitter finds excluded aspects, on tables it was not trained on, and how fast (docs/instructions.md).
 
-    .venv/bin/infembed decomposer train --output runs/decomposer        # a learned decomposer (experimental)
-    .venv/bin/python bench/decomposer.py --decomposer runs/decomposer   # every table, rules vs learned, + latency
-    .venv/bin/python bench/decomposer.py --decomposer runs/decomposer --tables data/decomposer/writer-c.jsonl
+    .venv/bin/python bench/decomposer.py                 # every table, rules vs auto (the shipped decomposer), + latency
+    .venv/bin/python bench/decomposer.py --tables bench/decomposer-blind/table-1.jsonl --misses
+    .venv/bin/infembed decomposer train --holdout writer-C --output runs/decomposer-no-c   # another one, by path:
+    .venv/bin/python bench/decomposer.py --decomposer runs/decomposer-no-c --tables data/decomposer/writer-c.jsonl
 
 Tables: the phrasing tables of tests/instructions (the independent one, the implementer's, blind 1-5: written
 for and used to tune the rules splitter, never seen by the learned decomposer) and JSONL tables
-(``{"text", "aspects"}`` per line; ``aspects: []`` for a plain instruction), e.g. the blind tables written after
-the decomposer was frozen. Metric: infembed.instructions.scoring (recall, precision, plain instructions split).
-With ``--decomposer``, its latency: one instruction at a time, uncached (a fresh cache per text) and cached,
+(``{"text", "aspects"}`` per line; ``aspects: []`` for a plain instruction): by default
+``bench/decomposer-blind/*.jsonl``, the tables written blind after the shipped decomposer was frozen. Metric:
+infembed.instructions.scoring (recall, precision, plain instructions split). Then the decomposer's latency (the
+shipped one, or ``--decomposer``'s): one instruction at a time, uncached (a fresh cache per text) and cached,
 p50/p95 over the tables' instructions, torch on ``--threads`` threads.
 """
 
@@ -73,7 +75,7 @@ def main() -> None:
         "--decomposer", type=Path, help="a learned decomposer dir (infembed decomposer train)"
     )
     parser.add_argument(
-        "--splitters", nargs="+", default=None, help="default: rules, and learned with --decomposer"
+        "--splitters", nargs="+", default=None, help="default: rules and auto, and learned with --decomposer"
     )
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--misses", action="store_true", help="print every miss")
@@ -87,8 +89,10 @@ def main() -> None:
     from infembed.instructions.scoring import score_table
 
     torch.set_num_threads(args.threads)
+    from infembed.instructions.split import shipped_decomposer
+
     learned = Decomposer(args.decomposer) if args.decomposer else None
-    args.splitters = args.splitters or ["rules"] + (["learned"] if learned else [])
+    args.splitters = args.splitters or ["rules", "auto"] + (["learned"] if learned else [])
     split = {
         name: (learned if name == "learned" else (lambda t, s=name: split_instruction(t, s)))
         for name in args.splitters
@@ -110,12 +114,8 @@ def main() -> None:
             if args.misses:
                 print(f"  {splitter} misses on {name}:\n    " + "\n    ".join(r["misses"]))
         print(f"{name:22s} {len(excluding):>4d}+{len(plain):<4d}  " + "  ".join(f"{c:>26s}" for c in cells))
-    if args.json and learned is None:
-        args.json.write_text(json.dumps({"tables": figures}, indent=2) + "\n")
-    if learned is None:
-        return
     texts = [t for excluding, plain in tables.values() for t in [e for e, _ in excluding] + plain]
-    decomposer = learned
+    decomposer = learned or shipped_decomposer()
     decomposer.batch(texts[:4])  # warm up
     uncached, cached = [], []
     for text in texts:
@@ -139,7 +139,7 @@ def main() -> None:
         "threads": args.threads,
     }
     print(
-        f"\nlearned decomposer latency over {len(texts)} instructions, {args.threads} threads: uncached p50 "
+        f"\n{'learned' if learned else 'shipped'} decomposer latency over {len(texts)} instructions, {args.threads} threads: uncached p50 "
         f"{latency['uncached_p50_ms']:.1f} ms, p95 {latency['uncached_p95_ms']:.1f} ms; cached p50 "
         f"{latency['cached_p50_ms'] * 1000:.1f} us, p95 {latency['cached_p95_ms'] * 1000:.1f} us"
     )

@@ -1,4 +1,5 @@
-"""Latency of exclusion-aware search against plain search on the same index (docs/instructions.md).
+"""Latency of exclusion-aware search against plain search on the same index, and of the learned decomposer
+(docs/instructions.md).
 
     .venv/bin/python bench/exclusions.py                       # BM25 and flat MiniLM on Cranfield, 300 docs dense
     .venv/bin/python bench/exclusions.py --dense-docs 1400     # the whole collection for the dense index too
@@ -6,9 +7,11 @@
 The queries are the 40 queries of followir-cranfield-excl with their changed instructions (every one excludes
 something), searched one at a time (k=10), as a user of ``infembed search`` or the service would. For each index:
 median and p95 latency of ``Index.search(..., exclusions="off")`` (the peer: plain search, the instruction
-joined to the query) and ``exclusions="rules"``, alternating over ``--rounds``; the ratio is rules / off (cost
-of splitting the instruction, scoring the excluded aspects and guards against the candidates). Data from
-``$INFEMBED_DATA_DIR`` (never copied into the repository).
+joined to the query), ``"rules"`` and ``"auto"`` (the default: the learned decomposer), alternating over
+``--rounds``; the ratios are each over off (cost of splitting the instruction, scoring the excluded aspects and
+guards against the candidates; a split is cached per instruction text, as in search and serve, so after the
+first round the split is a cache hit). First, the decomposer alone: p50/p95 of one instruction uncached (its
+cache emptied before each) and cached. Data from ``$INFEMBED_DATA_DIR`` (never copied into the repository).
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ def main() -> None:
     parser.add_argument("--data", type=Path, default=Path(os.environ.get("INFEMBED_DATA_DIR", "../shared/data")))
     parser.add_argument("--dense-docs", type=int, default=300)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args()
 
     import torch
@@ -45,28 +49,48 @@ def main() -> None:
     from infembed.data.benchmarks import load_benchmark
     from infembed.search import Index
 
-    torch.set_num_threads(1)
+    torch.set_num_threads(args.threads)
     bench = load_benchmark(args.data / "followir-cranfield-excl")
     qids = [q for q in bench.queries if q in bench.qrels_og]
     queries = [bench.queries[q].text for q in qids]
     instructions = [bench.queries[q].instruction_changed for q in qids]
     dense_corpus = dict(list(bench.corpus.items())[: args.dense_docs])
+    p95 = lambda xs: sorted(xs)[int(0.95 * (len(xs) - 1))] * 1e3  # noqa: E731
+    from infembed.instructions.split import shipped_decomposer
+
+    decomposer = shipped_decomposer()
+    texts = [bench.queries[q].instruction_og for q in qids] + instructions
+    decomposer.batch(texts[:2])  # warm-up
+    uncached, cached = [], []
+    for text in texts:
+        decomposer._cache.pop(text.strip(), None)
+        start = time.perf_counter()
+        decomposer(text)
+        uncached.append(time.perf_counter() - start)
+        start = time.perf_counter()
+        decomposer(text)
+        cached.append(time.perf_counter() - start)
+    print(f"decomposer, {len(texts)} Cranfield instructions, {args.threads} threads: uncached p50 "
+          f"{statistics.median(uncached) * 1e3:.1f} ms, p95 {p95(uncached):.1f} ms; cached p50 "
+          f"{statistics.median(cached) * 1e6:.1f} us, p95 {p95(cached) * 1e3:.3f} ms\n")
     with tempfile.TemporaryDirectory() as tmp:
         indexes = {
             f"bm25 ({len(bench.corpus)} docs)": Index.build(None, bench.corpus, Path(tmp) / "bm25", kind="bm25"),
             f"flat MiniLM ({len(dense_corpus)} docs)": Index.build("default", dense_corpus, Path(tmp) / "flat"),
         }
-        print(f"{'index':28s} {'off p50 ms':>10s} {'rules p50 ms':>12s} {'off p95':>8s} {'rules p95':>9s} {'ratio':>6s}")
+        modes = ("off", "rules", "auto")
+        print(f"{'index':28s} " + " ".join(f"{m + ' p50':>9s} {m + ' p95':>9s}" for m in modes)
+              + f" {'rules/off':>9s} {'auto/off':>9s}")
         for name, index in indexes.items():
-            timed(index, queries[:3], instructions[:3], "rules")  # warm-up (model, caches)
-            off, rules = [], []
+            for mode in modes[1:]:
+                timed(index, queries[:3], instructions[:3], mode)  # warm-up (model, caches)
+            times: dict[str, list[float]] = {m: [] for m in modes}
             for _ in range(args.rounds):
-                off += timed(index, queries, instructions, "off")
-                rules += timed(index, queries, instructions, "rules")
-            p50_off, p50_rules = statistics.median(off) * 1e3, statistics.median(rules) * 1e3
-            p95 = lambda xs: sorted(xs)[int(0.95 * (len(xs) - 1))] * 1e3  # noqa: E731
-            print(f"{name:28s} {p50_off:10.1f} {p50_rules:12.1f} {p95(off):8.1f} {p95(rules):9.1f} "
-                  f"{p50_rules / p50_off:6.2f}")
+                for mode in modes:
+                    times[mode] += timed(index, queries, instructions, mode)
+            p50 = {m: statistics.median(times[m]) * 1e3 for m in modes}
+            print(f"{name:28s} " + " ".join(f"{p50[m]:9.1f} {p95(times[m]):9.1f}" for m in modes)
+                  + f" {p50['rules'] / p50['off']:9.2f} {p50['auto'] / p50['off']:9.2f}")
 
 
 if __name__ == "__main__":

@@ -244,3 +244,22 @@ def test_fit_chooses_the_aspect_scorer_on_the_training_rows(data_dir, minilm):
     assert report.settings.to_json()["aspect_scorer"] == report.settings.aspect_scorer
     with pytest.raises(ValueError, match="aspect scorer"):
         fit(retriever, rows, aspect_scorers=("tfidf",))
+
+
+def test_a_guard_that_names_an_excluded_item_does_not_spare_it():
+    """A changed FollowIR-style instruction keeps the original text, which lists what is later excluded: the
+    guard of 'hypersonic flow' is what its sentence keeps, minus the excluded items, so a document on hypersonic
+    flow is not spared by a guard that names it."""
+    from infembed.exclusions import plan
+
+    split = Instruction(
+        "Relevant documents discuss supersonic and hypersonic flow over wings.",
+        ["hypersonic flow"],
+        ["Relevant documents discuss supersonic and hypersonic flow over wings."],
+    )
+    exclusion_plan = plan(["x"], lambda text: split)
+    assert exclusion_plan.aspects == ["hypersonic flow"]
+    (guard,) = exclusion_plan.guard_texts
+    assert "hypersonic" not in guard.lower() and "supersonic" in guard
+    only_excluded = Instruction("Find papers.", ["Hypersonic Flow"], ["hypersonic flow"])
+    assert plan(["x"], lambda text: only_excluded).aspect_guard == [-1]  # nothing searchable left: no guard

@@ -108,7 +108,8 @@ def trained(tmp_path_factory):
         progress=lambda stage, done, total: stages.append((stage, done, total)),
     )
     assert summary["data"]["rows"] == len(ROWS) and summary["steps"] >= 2
-    assert {stage for stage, _, _ in stages} == {"encoding", "training"} and stages[-1][1] == stages[-1][2]
+    assert summary["lora"]["rank"] == 16  # the backbone is fine-tuned through an adapter by default
+    assert {stage for stage, _, _ in stages} == {"training"} and stages[-1][1] == stages[-1][2]
     return root / "model"
 
 
@@ -229,3 +230,84 @@ def test_train_never_replaces_an_output_silently(tmp_path, trained):
         DecomposerTrainConfig(data=str(rows), output=str(copy), epochs=1, batch_size=4, overwrite=True)
     )
     assert (copy / "decomposer.json").is_file()
+
+
+def test_the_adapter_is_saved_and_merged_into_the_backbone(trained, decomposer):
+    """The saved dir holds the head and the LoRA adapter; loading merges the adapter, so the backbone differs
+    from the packaged one, and a dir whose adapter weights are gone is one clear error."""
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    from infembed.instructions.decomposer import LORA_PREFIX, WEIGHTS_FILE, Decomposer, load_backbone
+    from infembed.model.retriever import default_model_path
+
+    weights = load_file(str(trained / WEIGHTS_FILE))
+    adapter = [k for k in weights if k.startswith(LORA_PREFIX)]
+    assert adapter and all("lora_" in k for k in adapter)
+    plain = load_backbone(default_model_path()).state_dict()
+    merged = decomposer.model.state_dict()
+    assert set(merged) == set(plain)  # merged: no adapter modules left at inference
+    assert any(not torch.equal(merged[k], plain[k]) for k in plain)
+    copy = trained.parent / "no-adapter"
+    shutil.copytree(trained, copy, dirs_exist_ok=True)
+    save_file({k: v for k, v in weights.items() if k not in adapter}, str(copy / WEIGHTS_FILE))
+    with pytest.raises(DataError, match="no adapter weights"):
+        Decomposer(copy)
+
+
+def test_a_frozen_backbone_head_still_trains_and_loads(tmp_path):
+    from infembed.instructions.decomposer import Decomposer
+    from infembed.instructions.decomposer_train import DecomposerTrainConfig, train_decomposer
+
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text("".join(json.dumps(row) + "\n" for row, _ in ROWS), encoding="utf-8")
+    stages = []
+    config = DecomposerTrainConfig(
+        data=str(rows), output=str(tmp_path / "m"), epochs=1, batch_size=4, lora_rank=0
+    )
+    summary = train_decomposer(config, progress=lambda stage, done, total: stages.append(stage))
+    assert summary["lora"] is None and {"encoding", "training"} == set(stages)
+    assert isinstance(Decomposer(tmp_path / "m")("Cars, not vans."), Instruction)
+
+
+def test_auto_is_the_shipped_decomposer_with_the_rules_as_fallback(monkeypatch):
+    from infembed.instructions import split, split_instruction, split_instructions
+
+    texts = [
+        "Find reviews of hybrid cars. Electric cars are not relevant.",
+        "Hotels in Lisbon near the river.",
+        "Recipes with lentils; anything with peanuts is a hard pass for me.",
+        "",
+    ]
+    decomposer = split.shipped_decomposer()
+    learned = decomposer.batch(texts)
+
+    def fallback(text: str, found: Instruction) -> Instruction:
+        if found.exclude or not text:
+            return found
+        cued = decomposer.cue_score(text) >= split.CUE_FALLBACK
+        return split_instruction(text, "rules") if cued else Instruction(text)
+
+    expected = [fallback(t, found) for t, found in zip(texts, learned)]
+    split._AUTO_CACHE.clear()
+    assert split_instructions(texts, "auto") == expected == [split_instruction(t, "auto") for t in texts]
+    assert split_instruction(texts[0]) == expected[0]  # auto is the default
+    assert expected[0].exclude == ["Electric cars"] and not expected[1].exclude
+
+
+def test_a_corrupt_shipped_decomposer_is_one_clear_error_not_a_silent_fallback(tmp_path, monkeypatch):
+    from infembed.instructions import split, split_instruction
+    from infembed.instructions.decomposer import WEIGHTS_FILE
+
+    copy = tmp_path / "shipped"
+    shutil.copytree(split.SHIPPED_DECOMPOSER, copy)
+    (copy / WEIGHTS_FILE).write_bytes(b"torn")
+    monkeypatch.setattr(split, "SHIPPED_DECOMPOSER", copy)
+    monkeypatch.setattr(split, "_AUTO_CACHE", {})
+    split.shipped_decomposer.cache_clear()
+    try:
+        with pytest.raises(DataError, match="safetensors") as error:
+            split_instruction("Cars, not vans.", "auto")
+        assert str(copy / WEIGHTS_FILE) in str(error.value)
+    finally:
+        split.shipped_decomposer.cache_clear()
