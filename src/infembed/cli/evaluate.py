@@ -10,6 +10,7 @@ import typer
 from infembed.cli import app, console, friendly_errors
 from infembed.data.errors import SettingsError
 from infembed.evaluate.outputs import DEFAULT_TOP_K
+from infembed.model.backends import BACKEND_HELP, check_backend
 
 # The --exclusions llm endpoint, declared once for eval, search and serve.
 ExclusionLlmUrl = Annotated[
@@ -23,6 +24,9 @@ ExclusionLlmModel = Annotated[
     str | None,
     typer.Option("--exclusion-llm-model", help="Model name for --exclusions llm."),
 ]
+# What runs the model, for eval and search (index and serve take it from IndexSettings/ServeSettings' field);
+# declared in infembed.model.backends.
+Backend = Annotated[str | None, typer.Option("--backend", help=BACKEND_HELP)]
 
 
 @app.command("eval")
@@ -87,6 +91,7 @@ def eval_command(
     ),
     exclusion_llm_url: ExclusionLlmUrl = None,
     exclusion_llm_model: ExclusionLlmModel = None,
+    backend: Backend = None,
 ) -> None:
     """Evaluate retrievers (or TREC runs made elsewhere) on instruction benchmarks: p-MRR, MAP@1000, nDCG@k (printed x100), results.json."""
     from infembed.cli import data_dir
@@ -111,9 +116,12 @@ def eval_command(
         raise SettingsError(f"--batch-size must be at least 1, got {batch_size}")
     if template is not None:
         resolve_template(template)
+    check_backend(backend, device)
     from_runs = run_og is not None or run_changed is not None
     if from_runs:
-        _check_run_flags(run_og, run_changed, benchmark, model, retriever, template, exclusions, trec_runs)
+        _check_run_flags(
+            run_og, run_changed, benchmark, model, retriever, template, exclusions, trec_runs, backend
+        )
         # the files' format now, before the benchmark loads (their ids are checked against it after)
         for path in filter(None, (run_og, run_changed)):
             read_trec_run(path)
@@ -130,6 +138,10 @@ def eval_command(
             exclusions=exclusions,
             exclusion_llm_model=exclusion_llm_model,
         )
+        if backend not in (None, "torch"):  # a dense run names its backend: it is not the torch run
+            if all(s.lower() == "bm25" for s in specs):
+                raise SettingsError("--backend applies to dense models (--model); BM25 encodes nothing")
+            tags = [t if s.lower() == "bm25" else f"{t}__{backend}" for s, t in zip(specs, tags)]
     splitter = exclusion_splitter_from_flags(exclusions, exclusion_llm_url, exclusion_llm_model)
     located = [locate_benchmark(b, [data_dir()]) for b in benchmark]
     if output is not None:
@@ -169,6 +181,7 @@ def eval_command(
                     cache=not no_cache,
                     exclusions=exclusions,
                     splitter=splitter,
+                    backend=backend,
                 )
             )
             _save(results[-1], result_file)
@@ -176,7 +189,7 @@ def eval_command(
 
 
 def _check_run_flags(
-    run_og, run_changed, benchmark, model, retriever, template, exclusions, trec_runs
+    run_og, run_changed, benchmark, model, retriever, template, exclusions, trec_runs, backend=None
 ) -> None:
     """--run-og/--run-changed score one benchmark's run files; the retriever's flags do not apply to them."""
     if run_og is None:
@@ -190,6 +203,7 @@ def _check_run_flags(
             ("--retriever", retriever),
             ("--template", template),
             ("--trec-runs", trec_runs),
+            ("--backend", backend),
         )
         if value
     ]
@@ -224,6 +238,7 @@ def _run_retriever(
     cache,
     exclusions,
     splitter,
+    backend=None,
 ) -> dict:
     from infembed.data.formats import write_trec_run
     from infembed.evaluate.report import canonical_model_name
@@ -238,10 +253,13 @@ def _run_retriever(
         cache=cache,
         exclusions=exclusions,
         exclusion_splitter=splitter,
+        backend=backend,
     )
     result, run_og, run_changed = evaluate_with_runs(
         bench, ret, top_k=top_k, model_name=canonical_model_name(spec)
     )
+    if getattr(ret, "model", None) is not None:  # what ran the dense model (results.json; docs/search.md)
+        result["backend"] = ret.model.backend
     if trec_pair is not None:
         write_trec_run(trec_pair[0], run_og, tag=tag)
         console.print(f"wrote {trec_pair[0]}")

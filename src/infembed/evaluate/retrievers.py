@@ -47,8 +47,12 @@ class Retriever(Protocol):
 
 
 def top_k_run(
-    scores: np.ndarray, query_ids: Sequence[str], doc_ids: Sequence[str], top_k: int,
-    candidates: Mapping[str, Sequence[str]] | None = None, doc_index: Mapping[str, int] | None = None,
+    scores: np.ndarray,
+    query_ids: Sequence[str],
+    doc_ids: Sequence[str],
+    top_k: int,
+    candidates: Mapping[str, Sequence[str]] | None = None,
+    doc_index: Mapping[str, int] | None = None,
 ) -> Run:
     """Turn a (queries x docs) score matrix into a run dict keeping each query's top ``k`` (or its candidates)."""
     run: Run = {}
@@ -74,12 +78,16 @@ def _top_k_indices(row: np.ndarray, doc_ids: Sequence[str], k: int) -> np.ndarra
     return np.concatenate([above, np.asarray(tied[: k - len(above)], dtype=np.int64)])
 
 
-def candidate_pools(query_ids: Sequence[str], candidates: Mapping[str, Sequence[str]] | None,
-                    doc_index: Mapping[str, int]) -> list[np.ndarray] | None:
+def candidate_pools(
+    query_ids: Sequence[str], candidates: Mapping[str, Sequence[str]] | None, doc_index: Mapping[str, int]
+) -> list[np.ndarray] | None:
     """Each query's candidate documents as indices (the pool exclusion scores are standardised over)."""
     if candidates is None:
         return None
-    return [np.fromiter((doc_index[d] for d in candidates.get(q, ()) if d in doc_index), dtype=np.int64) for q in query_ids]
+    return [
+        np.fromiter((doc_index[d] for d in candidates.get(q, ()) if d in doc_index), dtype=np.int64)
+        for q in query_ids
+    ]
 
 
 class _ExclusionAware:
@@ -92,12 +100,21 @@ class _ExclusionAware:
         self.exclusions = resolve_exclusions(exclusions, default)
         self.exclusion_splitter = splitter
         if self.exclusions.splitter == "llm" and splitter is None:
-            raise SettingsError("exclusions 'llm' needs an endpoint (--exclusion-llm-url and --exclusion-llm-model)")
+            raise SettingsError(
+                "exclusions 'llm' needs an endpoint (--exclusion-llm-url and --exclusion-llm-model)"
+            )
 
     def _scores(self, score_pairs, query_ids, queries, instructions, candidates) -> np.ndarray:
         pools = candidate_pools(query_ids, candidates, self.doc_index) if candidates is not None else None
-        return exclusion_aware_scores(score_pairs, list(queries), list(instructions), self.exclusions,
-                                      self.exclusion_splitter, pools, lexical_scores=self.lexical_scores)
+        return exclusion_aware_scores(
+            score_pairs,
+            list(queries),
+            list(instructions),
+            self.exclusions,
+            self.exclusion_splitter,
+            pools,
+            lexical_scores=self.lexical_scores,
+        )
 
     def lexical_scores(self, texts: Sequence[str]) -> np.ndarray:
         """BM25 scores of texts (excluded aspects) against the indexed documents (``aspect_scorer="bm25"``)."""
@@ -112,9 +129,17 @@ class BM25Retriever(_ExclusionAware):
 
     name = "bm25"
 
-    def __init__(self, template: str | None = None, *, stopwords: str | None = "en", stemmer: str | None = None,
-                 k1: float = 1.5, b: float = 0.75, exclusions: ExclusionSettings | str | None = None,
-                 exclusion_splitter: Callable[[str], Instruction] | None = None):
+    def __init__(
+        self,
+        template: str | None = None,
+        *,
+        stopwords: str | None = "en",
+        stemmer: str | None = None,
+        k1: float = 1.5,
+        b: float = 0.75,
+        exclusions: ExclusionSettings | str | None = None,
+        exclusion_splitter: Callable[[str], Instruction] | None = None,
+    ):
         self.template = resolve_template(template or DEFAULT_TEMPLATE)
         self._set_exclusions(exclusions, DEFAULTS["bm25"], exclusion_splitter)
         self.settings = BM25Settings(stopwords=stopwords, stemmer=stemmer, k1=k1, b=b)
@@ -143,18 +168,35 @@ class DenseRetriever(_ExclusionAware):
     """Exact inner-product search over L2-normalised embeddings of an :class:`~infembed.model.InFEmbed` model.
 
     ``exclusions`` as for :class:`BM25Retriever`; the settings are the model's own fit (``infembed.json``), or
-    the dense defaults fitted on the base MiniLM."""
+    the dense defaults fitted on the base MiniLM. ``backend`` (``"torch"``/``"openvino"``; None: the model's
+    own) switches the model to it (:meth:`InFEmbed.use_backend`; the model object is changed, not copied)."""
 
-    def __init__(self, model, *, batch_size: int = 32, cache: bool = True, template: str | None = None,
-                 show_progress: bool = True, exclusions: ExclusionSettings | str | None = None,
-                 exclusion_splitter: Callable[[str], Instruction] | None = None):
+    def __init__(
+        self,
+        model,
+        *,
+        batch_size: int = 32,
+        cache: bool = True,
+        template: str | None = None,
+        show_progress: bool = True,
+        exclusions: ExclusionSettings | str | None = None,
+        exclusion_splitter: Callable[[str], Instruction] | None = None,
+        backend: str | None = None,
+    ):
+        if backend is not None and backend != getattr(model, "backend", "torch"):
+            model.use_backend(backend)
         self.model = model
         fitted = getattr(getattr(model, "config", None), "exclusions", None)
-        self._set_exclusions(exclusions, ExclusionSettings.from_json(fitted) if fitted else DEFAULTS["dense"],
-                             exclusion_splitter)
+        self._set_exclusions(
+            exclusions,
+            ExclusionSettings.from_json(fitted) if fitted else DEFAULTS["dense"],
+            exclusion_splitter,
+        )
         # the override lives here, not on the (possibly shared) model object
         if template is not None and getattr(model, "interaction", None) is not None:
-            raise SettingsError("--template applies to concatenation models only; this model uses cross-attention")
+            raise SettingsError(
+                "--template applies to concatenation models only; this model uses cross-attention"
+            )
         self._template = resolve_template(template) if template is not None else None
         self.batch_size = batch_size
         self.cache = cache
@@ -174,6 +216,9 @@ class DenseRetriever(_ExclusionAware):
             digest.update(text.encode())
             digest.update(b"\0")
         key = f"{self.model.fingerprint()}-{self.model.config.passage_max_length}-{digest.hexdigest()[:20]}"
+        backend = getattr(self.model, "backend", "torch")
+        if backend != "torch":  # equal within 1e-5 cosine, not bit for bit: each backend has its own cache
+            key += f"-{backend}"
         return cache_dir() / "embeddings" / f"{key}.npy"
 
     def index(self, corpus: Mapping[str, Document], doc_ids: Sequence[str] | None = None) -> None:
@@ -205,20 +250,41 @@ class DenseRetriever(_ExclusionAware):
 
     def score_pairs(self, queries: Sequence[str], instructions: Sequence[str | None]) -> np.ndarray:
         """Cosine of each (query, instruction) embedding with every indexed document."""
-        q = self.model.encode_queries(list(queries), list(instructions), batch_size=self.batch_size,
-                                      template=self._template,
-                                      progress="encoding queries" if self.show_progress else None)
+        q = self.model.encode_queries(
+            list(queries),
+            list(instructions),
+            batch_size=self.batch_size,
+            template=self._template,
+            progress="encoding queries" if self.show_progress else None,
+        )
         return q @ self._embeddings.T
 
 
-def build_retriever(spec: str, *, template: str | None = None, batch_size: int = 32, device: str | None = None,
-                    cache: bool = True, show_progress: bool = True, exclusions: ExclusionSettings | str | None = None,
-                    exclusion_splitter: Callable[[str], Instruction] | None = None) -> Retriever:
-    """``"bm25"`` or a model (dir or hub name; ``"default"`` is the packaged MiniLM)."""
+def build_retriever(
+    spec: str,
+    *,
+    template: str | None = None,
+    batch_size: int = 32,
+    device: str | None = None,
+    cache: bool = True,
+    show_progress: bool = True,
+    exclusions: ExclusionSettings | str | None = None,
+    exclusion_splitter: Callable[[str], Instruction] | None = None,
+    backend: str | None = None,
+) -> Retriever:
+    """``"bm25"`` or a model (dir or hub name; ``"default"`` is the packaged MiniLM), run with ``backend``
+    (``"torch"``, the default, or ``"openvino"``; BM25 has none)."""
     if spec.lower() == "bm25":
         return BM25Retriever(template=template, exclusions=exclusions, exclusion_splitter=exclusion_splitter)
     from infembed.model import InFEmbed
 
-    model = InFEmbed.load(spec, device=device)
-    return DenseRetriever(model, batch_size=batch_size, cache=cache, template=template, show_progress=show_progress,
-                          exclusions=exclusions, exclusion_splitter=exclusion_splitter)
+    model = InFEmbed.load(spec, device=device, backend=backend)
+    return DenseRetriever(
+        model,
+        batch_size=batch_size,
+        cache=cache,
+        template=template,
+        show_progress=show_progress,
+        exclusions=exclusions,
+        exclusion_splitter=exclusion_splitter,
+    )

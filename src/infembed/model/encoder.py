@@ -10,6 +10,9 @@ The sentence-transformers model is still the storage format, so a saved concaten
 
 from __future__ import annotations
 
+import hashlib
+import json
+import logging
 import os
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -51,6 +54,23 @@ def _check_model_dir(path: str, gguf_file: str | None) -> None:
         path,
         hint="give a dir written by `infembed train` or sentence-transformers, or a hub name",
     )
+
+
+class _HarmlessLoadReport(logging.Filter):
+    """Drops transformers' load report when all it reports is an unexpected ``position_ids`` buffer (a constant
+    that checkpoints written by older transformers, the packaged MiniLM's among them, still hold): transformers
+    5.5 (the version the openvino extra pins) prints a six-line table for it on every load. Any other report
+    (a missing or mismatched weight) is shown as transformers writes it."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if "LOAD REPORT" not in message:
+            return True
+        rows = [line for line in message.splitlines() if "|" in line and not line.startswith(("Key", "-"))]
+        return not rows or not all("position_ids" in row and "UNEXPECTED" in row for row in rows)
+
+
+logging.getLogger("transformers.modeling_utils").addFilter(_HarmlessLoadReport())
 
 
 def load_sentence_transformer(
@@ -150,6 +170,9 @@ class Encoder(nn.Module):
         self.append_eos = (self.pooling == "last") if append_eos is None else append_eos
         if self.pooling == "last":
             self.tokenizer.padding_side = "left"
+        #: what runs the backbone at inference: None (the torch backbone) or an exported one
+        #: (:class:`~infembed.model.backends.OpenVINOBackbone`, set by ``InFEmbed.use_backend``)
+        self.runtime = None
 
     @property
     def backbone(self) -> nn.Module:
@@ -169,6 +192,33 @@ class Encoder(nn.Module):
             type(self).backbone.fset(self, value)
             return
         super().__setattr__(name, value)
+
+    def identity(self) -> dict[str, Any]:
+        """What besides its weights decides how this encoder embeds a text: pooling, normalisation, EOS, the
+        tokenizer (part of :meth:`InFEmbed.fingerprint <infembed.model.InFEmbed.fingerprint>`)."""
+        tokenizer = self.tokenizer
+        backend = getattr(tokenizer, "backend_tokenizer", None)
+        if backend is not None:
+            pipeline = json.loads(backend.to_str())
+            # truncation and padding are set per call by the tokenizer wrapper, not properties of the model
+            pipeline.pop("truncation", None)
+            pipeline.pop("padding", None)
+            tokenizer_id = hashlib.sha256(json.dumps(pipeline, sort_keys=True).encode()).hexdigest()
+        else:  # a slow (Python) tokenizer: its vocabulary
+            tokenizer_id = hashlib.sha256(
+                json.dumps(sorted(tokenizer.get_vocab().items())).encode()
+            ).hexdigest()
+        return {
+            "pooling": self.pooling,
+            "normalize": self.normalize,
+            "append_eos": self.append_eos,
+            "tokenizer": tokenizer_id,
+            "tokenizer_class": type(tokenizer).__name__,
+            "padding_side": tokenizer.padding_side,
+            "truncation_side": getattr(tokenizer, "truncation_side", "right"),
+            "eos_token": tokenizer.eos_token,
+            "pad_token": tokenizer.pad_token,
+        }
 
     @property
     def dim(self) -> int:
@@ -192,7 +242,12 @@ class Encoder(nn.Module):
 
     def token_embeddings(self, features: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
         inputs = {k: v for k, v in features.items() if k in ("input_ids", "attention_mask", "token_type_ids")}
-        output = self.backbone(**inputs, return_dict=True)
+        if self.runtime is not None:
+            if torch.is_grad_enabled():
+                raise SettingsError("an exported backbone has no gradients: train with the torch backend")
+            output = self.runtime(**inputs)
+        else:
+            output = self.backbone(**inputs, return_dict=True)
         hidden = output.last_hidden_state if hasattr(output, "last_hidden_state") else output[0]
         return hidden, features["attention_mask"]
 

@@ -71,11 +71,15 @@ def load_corpus(spec: str | Path | Mapping[str, Any]) -> dict[str, Document]:
     return read_corpus(path)
 
 
-def resolve_model(model: Any, device: str | None):
+def resolve_model(model: Any, device: str | None, backend: str | None = None):
+    """An InFEmbed from a name (loaded with ``backend``, default torch) or a model object (switched to
+    ``backend`` when one is given)."""
     from infembed.model import InFEmbed
 
     if model is None or isinstance(model, (str, Path)):
-        return InFEmbed.load(None if model is None else str(model), device=device)
+        return InFEmbed.load(None if model is None else str(model), device=device, backend=backend)
+    if backend is not None and backend != getattr(model, "backend", "torch"):
+        model.use_backend(backend)
     return model
 
 

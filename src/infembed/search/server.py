@@ -144,6 +144,8 @@ def serve(
             "serving on %s without an API key: anyone who can reach this port can query the index",
             settings.host,
         )
-    index = Index.load(index_dir, model, device=device, ef_search=ef_search, nprobe=nprobe)
+    index = Index.load(
+        index_dir, model, device=device, ef_search=ef_search, nprobe=nprobe, backend=settings.backend
+    )
     app = create_app(index, api_key=api_key, settings=settings, **app_settings)
     uvicorn.run(app, host=settings.host, port=settings.port, log_level=log_level, **uvicorn_settings)

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from infembed.data.errors import SettingsError
+from infembed.model.backends import backend_setting, check_backend
 from infembed.settings import check_number, setting
 
 DENSE_KINDS = ("flat", "hnsw", "ivf")
@@ -20,9 +21,13 @@ def _with_overrides(cls: type, what: str, settings: object | None, overrides: di
     names = {f.name for f in dataclasses.fields(cls)}
     unknown = sorted(set(overrides) - names)
     if unknown:
-        raise SettingsError(f"unknown {what} setting(s) {', '.join(unknown)}; known: {', '.join(sorted(names))}")
+        raise SettingsError(
+            f"unknown {what} setting(s) {', '.join(unknown)}; known: {', '.join(sorted(names))}"
+        )
     given = {k: v for k, v in overrides.items() if v is not None}
     return dataclasses.replace(settings or cls(), **given)
+
+
 KINDS = (*DENSE_KINDS, "bm25")
 
 
@@ -43,10 +48,14 @@ class IndexSettings:
     nprobe: int | None = setting(
         None, "IVF: lists visited per search, unless a search says otherwise (default: min(nlist, 32))."
     )
+    #: how the model encodes the corpus; not part of the index's identity (either backend gives the same
+    #: embeddings within 1e-5 cosine), so an index built with one is searched with the other
+    backend: str | None = backend_setting()
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
             raise SettingsError(f"kind must be one of {', '.join(KINDS)}, got {self.kind!r}")
+        check_backend(self.backend)  # None: torch, or a given model's own backend
         check_number("batch_size", self.batch_size, minimum=1, integer=True)
         check_number("shard_size", self.shard_size, minimum=1, integer=True)
         check_number("hnsw_m", self.hnsw_m, minimum=2, integer=True, why="an HNSW node needs neighbours")
@@ -109,6 +118,7 @@ class ServeSettings:
         30.0, "Seconds a client has to send a request's body; slower ones get 408."
     )
     limit_concurrency: int = setting(256, "Open connections served at once; more get 503.")
+    backend: str | None = backend_setting()
 
     def __post_init__(self) -> None:
         if not isinstance(self.host, str) or not self.host.strip():
@@ -132,6 +142,7 @@ class ServeSettings:
         # None (the library only): no deadline for a request body
         check_number("body_timeout", self.body_timeout, above=0, optional=True, why="seconds")
         check_number("limit_concurrency", self.limit_concurrency, minimum=1, integer=True)
+        check_backend(self.backend)  # None: torch, or a given model's own backend
 
     @classmethod
     def of(cls, settings: ServeSettings | None = None, **overrides: object) -> ServeSettings:
