@@ -19,6 +19,10 @@ stable figures on a shared machine; single-query search gains little from thread
 The service part builds a small index (MiniLM, synthetic passages), starts ``infembed serve`` (a real uvicorn on
 127.0.0.1, in its own process) and sends ``--requests`` single-query /search requests, ``--concurrency`` at a time,
 from an httpx AsyncClient; once with the micro-batcher on, once off. Ratio = batched / unbatched requests/s.
+
+The backend part (``--backends torch,openvino``, ``--skip-backends`` to leave it out) starts ``serve --backend``
+with each backend in alternating rounds and reports the p50/p95 latency of /search requests (the Cranfield
+queries with their instructions, from $INFEMBED_DATA_DIR) sent one at a time and ``--concurrency`` at a time.
 """
 
 from __future__ import annotations
@@ -161,10 +165,17 @@ def synthetic_corpus(n: int, seed: int = 0) -> dict[str, str]:
     return {f"d{i}": " ".join(rng.choice(WORDS, size=int(rng.integers(12, 40)))) for i in range(n)}
 
 
-async def load(url: str, n: int, concurrency: int, queries: list[str]) -> tuple[float, list[float], int]:
+async def load(
+    url: str,
+    n: int,
+    concurrency: int,
+    queries: list[str],
+    instructions: list[str] | None = None,
+    exclusions: str | None = None,
+) -> tuple[float, list[float], int]:
     """``n`` requests from ``concurrency`` workers, each with its own keep-alive connection (one shared httpx
     pool of many connections costs the client more CPU than the server spends): (requests/s, latencies in
-    ms, non-200 answers)."""
+    ms, non-200 answers). ``instructions``: one per query (default: the same short one for all)."""
     import httpx
 
     todo = iter(range(n))
@@ -174,7 +185,10 @@ async def load(url: str, n: int, concurrency: int, queries: list[str]) -> tuple[
     async def worker(client: httpx.AsyncClient) -> None:
         nonlocal failures
         for i in todo:
-            body = {"query": queries[i % len(queries)], "instruction": "Technical documents only.", "k": 10}
+            instruction = instructions[i % len(queries)] if instructions else "Technical documents only."
+            body = {"query": queries[i % len(queries)], "instruction": instruction, "k": 10}
+            if exclusions is not None:
+                body["exclusions"] = exclusions
             start = time.perf_counter()
             response = await client.post("/search", json=body)
             times.append((time.perf_counter() - start) * 1000.0)
@@ -195,7 +209,12 @@ async def load(url: str, n: int, concurrency: int, queries: list[str]) -> tuple[
 
 
 def start_server(
-    index_dir: Path, batching: bool, max_batch: int, threads: int = 1, timeout: float = 300.0
+    index_dir: Path,
+    batching: bool,
+    max_batch: int,
+    threads: int = 1,
+    timeout: float = 300.0,
+    backend: str = "torch",
 ) -> tuple[subprocess.Popen, str]:
     """``infembed serve`` in its own process (so the load generator does not share its GIL) on a free port."""
     import httpx
@@ -216,6 +235,8 @@ def start_server(
         "cpu",
         "--max-batch",
         str(max_batch),
+        "--backend",
+        backend,
     ]
     if not batching:
         command.append("--no-batching")
@@ -272,6 +293,65 @@ def bench_service(args: argparse.Namespace) -> list[dict]:
     return rows
 
 
+def cranfield_queries(data_dir: Path) -> tuple[list[str], list[str]] | None:
+    """The Cranfield dev queries with their og instructions (None without the data)."""
+    import json
+
+    path = data_dir / "followir-cranfield" / "queries.jsonl"
+    if not path.exists():
+        return None
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return [r["text"] for r in rows], [r["instruction_og"] for r in rows]
+
+
+def bench_backends(args: argparse.Namespace) -> dict[str, dict]:
+    """p50/p95 latency of ``serve`` with each backend (batching on): requests one at a time (the latency of one
+    request) and ``--concurrency`` at a time. Rounds alternate the order of the backends; each round starts a
+    fresh server (after a warm-up) and the latencies of all rounds are pooled."""
+    import httpx
+
+    from infembed.search import Index
+
+    found = cranfield_queries(args.data_dir)
+    if found is None:
+        rng = np.random.default_rng(1)
+        queries = [" ".join(rng.choice(WORDS, size=int(rng.integers(3, 9)))) for _ in range(64)]
+        instructions = None
+    else:
+        queries, instructions = found
+    samples = {b: {"single": [], "concurrent": [], "rps": [], "failures": 0} for b in args.backends}
+    with tempfile.TemporaryDirectory() as tmp:
+        Index.build("default", synthetic_corpus(args.service_docs), Path(tmp) / "index", device="cpu")
+        for round_index in range(args.backend_rounds):
+            order = args.backends if round_index % 2 == 0 else args.backends[::-1]
+            for backend in order:
+                process, url = start_server(
+                    Path(tmp) / "index", True, args.concurrency, args.threads, backend=backend
+                )
+                try:
+                    health = httpx.get(f"{url}/health").json()
+                    assert health.get("backend") == backend, health
+                    sent = (queries, instructions, args.request_exclusions)
+                    asyncio.run(load(url, args.concurrency, args.concurrency, *sent))  # warm-up
+                    _, single, f1 = asyncio.run(load(url, args.latency_requests, 1, *sent))
+                    rps, many, f2 = asyncio.run(load(url, args.requests, args.concurrency, *sent))
+                finally:
+                    process.terminate()
+                    process.wait(timeout=30)
+                row = samples[backend]
+                row["single"] += single
+                row["concurrent"] += many
+                row["rps"].append(rps)
+                row["failures"] += f1 + f2
+                print(
+                    f"backend {backend} round {round_index + 1}: p50 {pct(single, 50):.0f} ms one at a time, "
+                    f"{rps:.1f} req/s at {args.concurrency} in flight",
+                    file=sys.stderr,
+                    flush=True,
+                )
+    return samples
+
+
 # --------------------------------------------------------------------------------------------- main
 
 
@@ -299,6 +379,25 @@ def main() -> None:
     parser.add_argument("--service-docs", type=int, default=300, help="Passages in the service's index.")
     parser.add_argument("--requests", type=int, default=256, help="Requests per service run.")
     parser.add_argument("--concurrency", type=int, default=32, help="Requests in flight at once.")
+    parser.add_argument(
+        "--backends",
+        type=lambda s: s.split(","),
+        default=["torch", "openvino"],
+        help="serve's backends compared (p50/p95 latency); 'torch' alone skips the comparison.",
+    )
+    parser.add_argument("--backend-rounds", type=int, default=3, help="Alternating rounds per backend.")
+    parser.add_argument(
+        "--latency-requests", type=int, default=64, help="Requests sent one at a time per backend round."
+    )
+    parser.add_argument(
+        "--data-dir", type=Path, default=Path(os.environ.get("INFEMBED_DATA_DIR", "../shared/data"))
+    )
+    parser.add_argument("--skip-backends", action="store_true")
+    parser.add_argument(
+        "--request-exclusions",
+        default=None,
+        help="Backends: the requests' 'exclusions' (off, rules, auto; default: the server's default, auto).",
+    )
     args = parser.parse_args()
 
     from rich.console import Console
@@ -376,6 +475,41 @@ def main() -> None:
             )
         console.print(table)
         console.print(f"batching on / off: {rows[0]['rps'] / rows[1]['rps']:.1f}x requests/s")
+    if not args.skip_backends and len(args.backends) > 1:
+        samples = bench_backends(args)
+        table = Table(
+            title=f"serve --backend: /search requests (Cranfield queries + instructions), {args.service_docs} "
+            f"passages, MiniLM, {args.threads} thread(s), batching on, exclusions "
+            f"{args.request_exclusions or 'default'}, {args.backend_rounds} alternating rounds"
+        )
+        for column in (
+            "backend",
+            "p50 ms (1 at a time)",
+            "p95 ms (1 at a time)",
+            f"p50 ms ({args.concurrency} in flight)",
+            f"p95 ms ({args.concurrency} in flight)",
+            "requests/s",
+            "failures",
+        ):
+            table.add_column(column, justify="right")
+        for backend, row in samples.items():
+            table.add_row(
+                backend,
+                f"{pct(row['single'], 50):.0f}",
+                f"{pct(row['single'], 95):.0f}",
+                f"{pct(row['concurrent'], 50):.0f}",
+                f"{pct(row['concurrent'], 95):.0f}",
+                f"{float(np.median(row['rps'])):.1f}",
+                str(row["failures"]),
+            )
+        console.print(table)
+        base = args.backends[0]
+        for backend in args.backends[1:]:
+            console.print(
+                f"{backend} / {base}: p50 one at a time "
+                f"{pct(samples[base]['single'], 50) / pct(samples[backend]['single'], 50):.2f}x faster, "
+                f"requests/s {float(np.median(samples[backend]['rps'])) / float(np.median(samples[base]['rps'])):.2f}x"
+            )
 
 
 if __name__ == "__main__":
