@@ -52,7 +52,7 @@ SKIP: dict[str, str] = {
     "infembed serve --index idx/ --port 8000": SERVER,
     "infembed eval -b DIR -m my-model --exclusions llm --exclusion-llm-url http://127.0.0.1:8080/v1 "
     "--exclusion-llm-model smollm2": LLM + "; DIR and my-model stand for the user's own",
-    "infembed serve -i idx/ --exclusions rules": SERVER,
+    "infembed serve -i idx/ --exclusions auto": SERVER,
     "INFEMBED_API_KEY=... infembed serve --index my-index --port 8000": SERVER,
     "torchrun --standalone --nproc_per_node 4 $(which infembed) index --model runs/my-model --corpus corpus.jsonl "
     "--output my-index": GPUS,

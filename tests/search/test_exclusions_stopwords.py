@@ -45,7 +45,10 @@ def test_bm25_scores_a_text_without_terms_as_zeros():
 
 @pytest.mark.parametrize("text", ONLY_STOPWORDS)
 def test_an_aspect_without_searchable_words_is_dropped_and_said(text):
-    split = split_instruction(text)
+    # auto (the learned decomposer) excludes nothing searchable-less either: the text is kept whole
+    auto = split_instruction(text, "auto")
+    assert auto.exclude == [] and auto.keep == text.strip()
+    split = split_instruction(text, "rules")  # the rules find the empty aspect, then drop it and say so
     assert split.exclude == [] and split.dropped
     # nothing searchable is excluded: searched as a plain instruction (the whole text is kept)
     assert split.keep == text.strip()
@@ -53,7 +56,7 @@ def test_an_aspect_without_searchable_words_is_dropped_and_said(text):
 
 
 def test_only_the_empty_aspect_is_dropped_with_its_guard():
-    split = split_instruction(MIXED)
+    split = split_instruction(MIXED, "rules")
     assert split.exclude == ["bread"] and split.dropped == ["the"]
     assert split.keep == "Documents about rockets are relevant."
     assert len(split.guards) in (0, 1)
@@ -81,18 +84,26 @@ def cli() -> typer.Typer:
 @pytest.mark.parametrize("instruction", [*ONLY_STOPWORDS, MIXED, LONG])
 def test_search_answers_an_exclusion_of_stop_words(cli, request, which, instruction):
     index = request.getfixturevalue(which)
-    result = CliRunner().invoke(
-        cli,
-        ["search", "-i", str(index.path), "-q", "sourdough bread", "-I", instruction, "--json", "-k", "3"],
-    )
+    args = ["search", "-i", str(index.path), "-q", "sourdough bread", "-I", instruction, "--json", "-k", "3"]
+    plain = index.search(["sourdough bread"], [instruction], k=3, exclusions="off")[0]
+    # the rules find the stop-word aspect, drop it and say so
+    result = CliRunner().invoke(cli, [*args, "--exclusions", "rules"])
     assert result.exit_code == 0, result.output
     body = json.loads(result.stdout)
     assert body["hits"], body
     assert body["split"]["dropped"] in (["the"], ["not not not"])
     if instruction == MIXED:
         assert body["split"]["exclude"] == ["bread"]
-    plain = index.search(["sourdough bread"], [instruction], k=3, exclusions="off")[0]
     if instruction in ONLY_STOPWORDS:  # nothing left to exclude: exactly the plain search
+        assert [h["id"] for h in body["hits"]] == [h.id for h in plain]
+    # the default splitter (auto) answers the same instruction too
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 0, result.output
+    body = json.loads(result.stdout)
+    assert body["exclusions"] == "auto" and body["hits"], body
+    excluded = body.get("split", {}).get("exclude", [])  # "split" is left out where nothing is split off
+    assert "the" not in excluded and "not not not" not in excluded
+    if instruction in ONLY_STOPWORDS:  # auto excludes nothing here either: exactly the plain search
         assert [h["id"] for h in body["hits"]] == [h.id for h in plain]
 
 
@@ -100,11 +111,19 @@ def test_serve_answers_an_exclusion_of_stop_words(bm25_index, flat_index):
     for index in (bm25_index, flat_index):
         with BackgroundServer(create_app(index)) as url, httpx.Client(base_url=url, timeout=60) as client:
             for instruction in [*ONLY_STOPWORDS, MIXED, LONG]:
+                # the rules find the stop-word aspect, drop it and say so
+                response = client.post(
+                    "/search",
+                    json={"query": "sourdough bread", "instruction": instruction, "exclusions": "rules"},
+                )
+                assert response.status_code == 200, response.text
+                assert response.json()["split"]["dropped"] in (["the"], ["not not not"])
+                # the default splitter (auto) answers the same instruction too
                 response = client.post(
                     "/search", json={"query": "sourdough bread", "instruction": instruction}
                 )
                 assert response.status_code == 200, response.text
-                assert response.json()["split"]["dropped"] in (["the"], ["not not not"])
+                assert response.json()["exclusions"] == "auto" and response.json()["hits"], response.text
             batch = client.post(
                 "/search", json={"queries": [{"query": "bees", "instruction": LONG}, {"query": "tides"}]}
             )

@@ -42,7 +42,7 @@ def test_bm25_index_equals_exclusion_aware_evaluation(data_dir, tmp_path):
     retriever = BM25Retriever(exclusions="rules")
     retriever.index(bench.corpus)
     run = retriever.retrieve(qids, queries, instructions, top_k=10)
-    hits = index.search(queries, instructions, k=10)
+    hits = index.search(queries, instructions, k=10, exclusions="rules")  # the splitter the evaluation used
     for qid, row in zip(qids, hits):
         expected = sorted(run[qid], key=lambda d: (-run[qid][d], d))
         assert _ids(row) == expected or sorted(_ids(row)) == sorted(expected), qid
@@ -95,25 +95,25 @@ def test_search_cli_shows_the_split_and_accepts_off(model, tmp_path):
     cli = Path(sys.executable).with_name("infembed")
     if not cli.exists():
         pytest.skip("infembed entry point not installed")
-    run = subprocess.run(
-        [
-            str(cli),
-            "search",
-            "-i",
-            str(index_dir),
-            "-q",
-            "cars fuel economy",
-            "-I",
-            "Documents about electric cars are not relevant.",
-            "--json",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert run.returncode == 0, run.stderr
-    payload = json.loads(run.stdout)
-    assert payload["split"]["exclude"] == ["electric cars"] and payload["exclusions"] == "rules"
+    args = [
+        str(cli),
+        "search",
+        "-i",
+        str(index_dir),
+        "-q",
+        "cars fuel economy",
+        "-I",
+        "Documents about electric cars are not relevant.",
+        "--json",
+    ]
+    for flags, splitter in (
+        ([], "auto"),
+        (["--exclusions", "rules"], "rules"),
+    ):  # the default, then the rules
+        run = subprocess.run([*args, *flags], capture_output=True, text=True, timeout=120)
+        assert run.returncode == 0, run.stderr
+        payload = json.loads(run.stdout)
+        assert payload["split"]["exclude"] == ["electric cars"] and payload["exclusions"] == splitter
     bad = subprocess.run(
         [str(cli), "search", "-i", str(index_dir), "-q", "cars", "--exclusions", "regex"],
         capture_output=True,
@@ -138,22 +138,31 @@ def test_service_applies_exclusions_per_request_and_shows_the_split(model, tmp_p
     query, excluding = "cars and fuel economy", "Documents about electric cars are not relevant."
     with BackgroundServer(app) as base, httpx.Client(base_url=base, timeout=60) as client:
         on = client.post("/search", json={"query": query, "instruction": excluding, "k": 6}).json()
+        ruled = client.post(
+            "/search", json={"query": query, "instruction": excluding, "k": 6, "exclusions": "rules"}
+        ).json()
         off = client.post(
             "/search", json={"query": query, "instruction": excluding, "k": 6, "exclusions": "off"}
         ).json()
-        assert on["exclusions"] == "rules" and on["split"]["exclude"] == ["electric cars"]
+        assert on["exclusions"] == "auto" and on["split"]["exclude"] == ["electric cars"]  # the default
+        assert ruled["exclusions"] == "rules" and ruled["split"]["exclude"] == ["electric cars"]
         assert off["exclusions"] == "off" and off.get("split") is None
         assert [h["id"] for h in on["hits"]] == _ids(index.search(query, excluding, k=6))
+        assert [h["id"] for h in ruled["hits"]] == _ids(
+            index.search(query, excluding, k=6, exclusions="rules")
+        )
         assert [h["id"] for h in off["hits"]] == _ids(index.search(query, excluding, k=6, exclusions="off"))
-        assert client.get("/health").json()["exclusions"]["splitter"] == "rules"
+        assert client.get("/health").json()["exclusions"]["splitter"] == "auto"
         bad = client.post("/search", json={"query": query, "exclusions": "regex"})
         assert bad.status_code == 422
-        # concurrent requests with both modes batched together: each gets its own mode's ranking
+        # concurrent requests with all modes batched together: each gets its own mode's ranking
         bodies = [
-            {"query": query, "instruction": excluding, "k": 6, "exclusions": m} for m in ("rules", "off") * 8
+            {"query": query, "instruction": excluding, "k": 6, "exclusions": m}
+            for m in ("auto", "rules", "off") * 6
         ]
         with concurrent.futures.ThreadPoolExecutor(8) as pool:
             replies = list(pool.map(lambda b: client.post("/search", json=b).json(), bodies))
+        expected = {"auto": on, "rules": ruled, "off": off}
         for body, reply in zip(bodies, replies):
-            expected = on if body["exclusions"] == "rules" else off
-            assert [h["id"] for h in reply["hits"]] == [h["id"] for h in expected["hits"]]
+            assert reply["exclusions"] == body["exclusions"]
+            assert [h["id"] for h in reply["hits"]] == [h["id"] for h in expected[body["exclusions"]]["hits"]]
