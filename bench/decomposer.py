@@ -60,6 +60,21 @@ def jsonl_table(path: Path, source: str | None = None) -> tuple[list[tuple[str, 
     return excluding, plain
 
 
+def time_decomposer(decomposer, texts: list[str]) -> tuple[list[float], list[float]]:
+    """Seconds per instruction, one at a time: uncached (its cache entry removed first), then cached."""
+    decomposer.batch(texts[:4])  # warm up
+    uncached, cached = [], []
+    for text in texts:
+        decomposer._cache.pop(text.strip(), None)
+        start = time.perf_counter()
+        decomposer(text)
+        uncached.append(time.perf_counter() - start)
+        start = time.perf_counter()
+        decomposer(text)
+        cached.append(time.perf_counter() - start)
+    return uncached, cached
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -116,16 +131,7 @@ def main() -> None:
         print(f"{name:22s} {len(excluding):>4d}+{len(plain):<4d}  " + "  ".join(f"{c:>26s}" for c in cells))
     texts = [t for excluding, plain in tables.values() for t in [e for e, _ in excluding] + plain]
     decomposer = learned or shipped_decomposer()
-    decomposer.batch(texts[:4])  # warm up
-    uncached, cached = [], []
-    for text in texts:
-        decomposer._cache.pop(text.strip(), None)
-        start = time.perf_counter()
-        decomposer(text)
-        uncached.append(time.perf_counter() - start)
-        start = time.perf_counter()
-        decomposer(text)
-        cached.append(time.perf_counter() - start)
+    uncached, cached = time_decomposer(decomposer, texts)
 
     def pct(values: list[float], q: float) -> float:
         return statistics.quantiles(values, n=100)[q - 1] * 1000 if len(values) > 1 else values[0] * 1000

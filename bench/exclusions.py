@@ -56,20 +56,12 @@ def main() -> None:
     instructions = [bench.queries[q].instruction_changed for q in qids]
     dense_corpus = dict(list(bench.corpus.items())[: args.dense_docs])
     p95 = lambda xs: sorted(xs)[int(0.95 * (len(xs) - 1))] * 1e3  # noqa: E731
+    from decomposer import time_decomposer  # bench/decomposer.py, beside this script
+
     from infembed.instructions.split import shipped_decomposer
 
-    decomposer = shipped_decomposer()
     texts = [bench.queries[q].instruction_og for q in qids] + instructions
-    decomposer.batch(texts[:2])  # warm-up
-    uncached, cached = [], []
-    for text in texts:
-        decomposer._cache.pop(text.strip(), None)
-        start = time.perf_counter()
-        decomposer(text)
-        uncached.append(time.perf_counter() - start)
-        start = time.perf_counter()
-        decomposer(text)
-        cached.append(time.perf_counter() - start)
+    uncached, cached = time_decomposer(shipped_decomposer(), texts)
     print(f"decomposer, {len(texts)} Cranfield instructions, {args.threads} threads: uncached p50 "
           f"{statistics.median(uncached) * 1e3:.1f} ms, p95 {p95(uncached):.1f} ms; cached p50 "
           f"{statistics.median(cached) * 1e6:.1f} us, p95 {p95(cached) * 1e3:.3f} ms\n")
