@@ -8,7 +8,7 @@ export INFEMBED_DATA_DIR ?= $(abspath ../shared/data)
 export HF_HUB_OFFLINE ?= 1
 export TOKENIZERS_PARALLELISM ?= false
 
-.PHONY: install demo demo-quick test test-fast test-llm test-openvino lint bench clean decomposer
+.PHONY: install demo demo-quick test test-fast test-llm lint bench clean decomposer
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -43,13 +43,6 @@ test: $(STAMP)
 test-llm: $(STAMP)
 	CMAKE_ARGS="-DGGML_NATIVE=OFF" $(BIN)/python -m pip install --quiet -e ".[llm-server]"
 	$(BIN)/python -m pytest -q -s -m llm
-
-# The OpenVINO backend's tests (tests/model; skipped without the extra). The extra caps transformers at 5.5, which
-# breaks the decoder (GGUF, LoRA) tests of the main suite, so it is not part of `make test` (docs/search.md).
-test-openvino: $(STAMP)
-	$(BIN)/python -m pip install --quiet -e ".[openvino]"
-	$(BIN)/python -m pip uninstall --quiet --yes torchvision
-	$(BIN)/python -m pytest -q tests/model
 
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not slow" -x

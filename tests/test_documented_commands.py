@@ -63,6 +63,8 @@ SKIP: dict[str, str] = {
     "--judge-model o3-mini --concurrency 32": LLM,
     "infembed synth run pairs.jsonl --output runs/qwen --base-url http://localhost:8000/v1 "
     "--model Qwen/Qwen2.5-7B-Instruct --concurrency 64": LLM,
+    "infembed synth run ../shared/data/raw/msmarco-instructir-seed --output runs/negation --limit 20 "
+    "--style negation --base-url http://localhost:8080/v1 --model local --json-output json_object": LLM,
     "infembed synth export-batch seed-dir --output runs/b --limit 10000 --batch-file round1.jsonl": "needs a seed dir of the user's own and the batch API's answers",
     "infembed synth import-batch round1-output.jsonl --cache runs/b/cache.sqlite": "needs the batch API's answers",
     "infembed synth export-batch seed-dir --output runs/b --limit 10000 --batch-file round2.jsonl": "needs the batch API's answers to round 1",
@@ -136,7 +138,7 @@ def _verb(argv: list[str]) -> tuple[Any, list[str]]:
 
 
 def _needs_missing_openvino(command: Command) -> bool:
-    """``--backend openvino`` runs only with the openvino extra (make test-openvino); without it the command
+    """``--backend openvino`` runs only with the openvino extra (part of `make test`); without it the command
     is one clear error line, tested in tests/model/test_backend_cli.py."""
     import importlib.util
 

@@ -126,6 +126,7 @@ def load_sentence_transformer(
             raise DataError(f"cannot load a model from this directory ({reason})", name_or_path) from None
         if gguf_file is not None:
             gguf.save_if_dequantised(transformer.model, transformer.tokenizer, save_to)
+        _pad_with_eos(transformer.tokenizer)
         mode = pooling or "mean"
         st = SentenceTransformer(
             modules=[
@@ -138,6 +139,14 @@ def load_sentence_transformer(
     if max_length is not None:
         st.max_seq_length = max_length
     return st
+
+
+def _pad_with_eos(tokenizer) -> None:
+    """Decoder tokenizers often have no pad token (and transformers 5.5 drops the one a GGUF file names when the
+    dequantised checkpoint is saved and read again): batches pad with the end-of-sequence token, which the
+    attention mask hides."""
+    if tokenizer is not None and tokenizer.pad_token is None and tokenizer.eos_token is not None:
+        tokenizer.pad_token = tokenizer.eos_token
 
 
 def _pooling_of(st) -> str:
@@ -164,8 +173,7 @@ class Encoder(nn.Module):
             raise SettingsError(f"pooling must be one of {POOLING_MODES}, got {self.pooling!r}")
         self.normalize = normalize
         self.tokenizer = st[0].tokenizer
-        if self.tokenizer.pad_token is None:
-            self.tokenizer.pad_token = self.tokenizer.eos_token
+        _pad_with_eos(self.tokenizer)
         # Last-token pooling reads the final position; left padding puts every text's last token there.
         self.append_eos = (self.pooling == "last") if append_eos is None else append_eos
         if self.pooling == "last":

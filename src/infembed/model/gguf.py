@@ -70,5 +70,51 @@ def save_checkpoint(model: Any, tokenizer: Any, target: Path) -> None:
         with atomic_dir(target) as tmp:
             model.save_pretrained(tmp)
             tokenizer.save_pretrained(tmp)
-    except OSError:  # another process won the race, or the disk is read-only/full: the cache is optional
+            if not keep_tokenizer_as_saved(tokenizer, tmp):
+                raise _NotCached
+    except (OSError, _NotCached):  # a race lost, a read-only/full disk, a tokenizer that does not round-trip
         pass
+
+
+class _NotCached(Exception):
+    pass
+
+
+#: texts whose token ids a cached tokenizer must reproduce (spaces, a leading space, digits, accents, markup)
+_PROBE = ["rain sky", " why is the sky grey when it rains?", "Ünïcode 42 <b>x</b>\n\tend"]
+
+
+def keep_tokenizer_as_saved(tokenizer: Any, directory: str | Path) -> bool:
+    """After ``tokenizer`` was saved in ``directory``: make sure it reads back into the same token ids (see
+    :func:`_generic_tokenizer_class`); False when even the generic class does not."""
+    directory = Path(directory)
+    if not (directory / "tokenizer_config.json").exists() or _same_tokens(tokenizer, directory):
+        return True
+    _generic_tokenizer_class(directory)
+    return _same_tokens(tokenizer, directory)
+
+
+def _generic_tokenizer_class(directory: Path) -> None:
+    """A GGUF tokenizer is rebuilt by transformers into a ``tokenizer.json``; its saved config may name a class
+    that rebuilds part of it on load (transformers 5.5 names ``CodeLlamaTokenizer`` for SmolLM2's byte-level BPE,
+    whose constructor swaps the byte-level pre-tokenizer for a Metaspace one, so every space becomes the unknown
+    token). The cache reads ``tokenizer.json`` as it is, through the generic fast tokenizer."""
+    import json
+
+    config = directory / "tokenizer_config.json"
+    if not (directory / "tokenizer.json").exists() or not config.exists():
+        return
+    data = json.loads(config.read_text(encoding="utf-8"))
+    data["tokenizer_class"] = "PreTrainedTokenizerFast"
+    config.write_text(json.dumps(data, indent=2, ensure_ascii=False), encoding="utf-8")
+
+
+def _same_tokens(tokenizer: Any, directory: Path) -> bool:
+    """Whether the tokenizer saved in ``directory`` reads the probe texts into the same ids as ``tokenizer``."""
+    from transformers import AutoTokenizer
+
+    try:
+        saved = AutoTokenizer.from_pretrained(str(directory))
+    except (OSError, ValueError):
+        return False
+    return all(saved(text)["input_ids"] == tokenizer(text)["input_ids"] for text in _PROBE)

@@ -29,6 +29,7 @@ from infembed.data.jsonl import ensure_dir, json_error_reason, write_json
 from infembed.instructions.split import DEFAULT_SPLITTER
 from infembed.model.backends import digest_module
 from infembed.model.encoder import Encoder, load_sentence_transformer, resolve_device
+from infembed.model.gguf import keep_tokenizer_as_saved
 from infembed.model.interaction import (
     CROSS_ATTENTION_BASES,
     DEFAULT_TEMPLATE,
@@ -274,9 +275,11 @@ class InFEmbed(nn.Module):
         for enc in (self.encoder, self.passage_encoder):
             if enc is not None and merge_lora and hasattr(enc.backbone, "merge_and_unload"):
                 enc.backbone = enc.backbone.merge_and_unload()
-        self.encoder.st.save(str(path))
-        if self.passage_encoder is not None:
-            self.passage_encoder.st.save(str(path / "passage_encoder"))
+        for enc, where in ((self.encoder, path), (self.passage_encoder, path / "passage_encoder")):
+            if enc is not None:
+                enc.st.save(str(where))
+                if not keep_tokenizer_as_saved(enc.tokenizer, where):
+                    raise DataError("the saved tokenizer does not read texts as the model's does", where)
         if self.interaction is not None:
             from safetensors.torch import save_file
 
