@@ -20,6 +20,8 @@ answer, and it can misbehave on demand:
   prompt differently and a test can tell whose answers a row holds;
 * ``instructions`` prompts (``infembed synth instructions``) get a fixed mix of valid and invalid labelled
   rows (``fake_instruction_answers.py``);
+* the prompts of ``--style negation`` are answered by ``fake_negation_answers.py`` (rule replies ``vague``,
+  ``echo`` and ``wrong`` there);
 * ``models``: the ``data`` list ``GET /v1/models`` answers (default one ``fake-model``), e.g. one entry
   ``{"id": "/models/a.gguf", "owned_by": "llamacpp"}`` as llama.cpp's server reports the file it serves.
 
@@ -50,6 +52,7 @@ from typing import Any
 
 from fake_benchmark_answers import as_json, benchmark_answer
 from fake_instruction_answers import instruction_answer
+from fake_negation_answers import negation_answer
 
 from infembed.synth.prompts import task_of
 
@@ -213,6 +216,8 @@ def answer(task: str | None, content: str, reply: str | None, tag: str = "") -> 
             f"{text_hash(instruction)}-{text_hash(query)}. It discusses {words} with other facts, other "
             "figures and another conclusion than the usual account."
         )
+    elif task and task.startswith("negation_"):  # --style negation (fake_negation_answers.py)
+        text = negation_answer(task, content, reply)
     elif task == "judge":
         candidates = _candidates(content)
         marker = f"{text_hash(instruction)}-{text_hash(query)}"

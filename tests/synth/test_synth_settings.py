@@ -38,7 +38,11 @@ def _options(command: str) -> set[str]:
     ("command", "classes", "left_out"),
     [
         ("run", (SynthConfig, ClientConfig), set()),
-        ("benchmark", (BenchmarkConfig, ClientConfig), {"domain", "language", "distractors", "judge"}),
+        (
+            "benchmark",
+            (BenchmarkConfig, ClientConfig),
+            {"domain", "language", "style", "distractors", "judge"},
+        ),
         (
             "export-batch",
             (SynthConfig, ClientConfig),
@@ -75,6 +79,7 @@ def _every_setting(server, tmp_path) -> dict:
         "judge_max_tokens": 40,
         "domain": "web",
         "language": "english",
+        "style": "negation",
         "distractors": 2,
         "answer_attempts": 2,
         "max_passage_chars": 1500,

@@ -33,7 +33,7 @@ from infembed.cli.synth_common import (
 )
 from infembed.settings import settings_command, settings_with_file
 from infembed.synth.llm import ClientConfig
-from infembed.synth.pipeline import Pipeline, SynthConfig
+from infembed.synth.pipeline import Pipeline, SynthConfig, make_pipeline
 
 Seed = Annotated[
     str,
@@ -69,7 +69,7 @@ def _pipeline(
     writable_dir(output)
     client = client_settings.make_client(output / "cache.sqlite", seed=settings.seed, backend=backend)
     prices = client_settings.prices()
-    return Pipeline(
+    return make_pipeline(  # Pipeline, or NegationPipeline for --style negation
         data,
         output,
         client,

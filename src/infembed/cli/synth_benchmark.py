@@ -44,7 +44,7 @@ FLAGS = {
     "max_documents_in_prompt": ("--max-documents",),
 }
 #: SynthConfig settings of the InF-IR stages that a benchmark build does not use
-UNUSED = ("domain", "language", "distractors", "judge")
+UNUSED = ("domain", "language", "style", "distractors", "judge")
 
 
 @app.command("benchmark")

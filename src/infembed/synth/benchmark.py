@@ -66,7 +66,7 @@ _VERDICT = re.compile(r"\b(?:is|are)\s+(not\s+)?relevant\b|\b(irrelevant)\b", re
 class BenchmarkConfig(SynthConfig):
     """Settings of a benchmark build (saved in ``synth/run.json``; the flags of ``infembed synth benchmark``);
     the generation settings are :class:`~infembed.synth.pipeline.SynthConfig`'s (``judge_model`` re-judges the
-    documents; ``domain``, ``language``, ``distractors`` and ``judge`` are not used)."""
+    documents; ``domain``, ``language``, ``style``, ``distractors`` and ``judge`` are not used)."""
 
     max_passage_chars: int = setting(1000, "Each document in a prompt is cut to this many characters.")
     min_relevant: int = setting(3, "Use queries with at least N relevant documents.")

@@ -58,13 +58,16 @@ from infembed.synth.run_state import (  # noqa: F401  (the file names are read f
     RunState,
     check_run_file,
     drop_records,
+    reason_kinds,
     summarize,
     writable_dir,
 )
-from infembed.synth.stages import Reject, RowStages, StageSettings, default_judge_sampling, new_usage
+from infembed.synth.stages import STAGES, Reject, RowStages, StageSettings, default_judge_sampling, new_usage
 
 #: how often the record files are flushed and fsynced while a run goes on
 SYNC_SECONDS = 0.5
+#: the row styles of ``--style``: the paper's InF-IR rows, or negation-aware ones (:mod:`infembed.synth.negation`)
+STYLES = ("inf-ir", "negation")
 #: the settings that do not change rows (when to give up, how many at once): free on resume. Every other
 #: setting of SynthConfig and BenchmarkConfig changes rows, so a resume must use the same value.
 FREE_ON_RESUME = ("max_consecutive_failures", "rows_in_flight")
@@ -91,6 +94,11 @@ class SynthConfig:
     language: str | None = setting(
         None, "code: the programming language (else a 'language' field of each pair)."
     )
+    style: str = setting(
+        "inf-ir",
+        "inf-ir (the paper's rows) or negation: I+ and I- share one general statement and differ only in an "
+        "exclusion (I+ excludes P1-'s aspect, I- excludes P+'s), judged so that the exclusion alone decides.",
+    )
     distractors: int = setting(4, "Random corpus passages added to {P+, P1-, P2-} for the judge.")
     answer_attempts: int = setting(3, "Tries per field when an answer is empty, refused or malformed.")
     max_passage_chars: int = setting(2000, "Each passage in a prompt is cut to this many characters.")
@@ -108,6 +116,10 @@ class SynthConfig:
         """Every setting is checked here, so a bad value fails at once with one line naming it."""
         if self.domain not in DOMAINS:
             raise SettingsError(f"domain must be one of {', '.join(DOMAINS)}; got {self.domain!r}")
+        if self.style not in STYLES:
+            raise SettingsError(f"style must be one of {', '.join(STYLES)}; got {self.style!r}")
+        if self.style == "negation" and self.domain != "web":
+            raise SettingsError(f"--style negation is written for --domain web; got --domain {self.domain}")
         structured.check_mode(self.json_output)
         check_number("temperature", self.temperature, minimum=0, optional=True)
         check_number("max_tokens", self.max_tokens, integer=True, minimum=1)
@@ -163,6 +175,8 @@ class Pipeline:
     """
 
     stage_files: dict[str, str] = STAGE_FILES
+    #: every stage in order (``rules`` has no file: it asks nothing); the summary's table follows it
+    stage_order: tuple[str, ...] = STAGES
     fingerprint: tuple[str, ...] = _FINGERPRINT
 
     def __init__(
@@ -218,8 +232,11 @@ class Pipeline:
 
     def _finished(self, state: RunState, row_id: str) -> bool:
         """The row is kept or rejected: nothing more is asked for it."""
-        last = "judge" if self.config.judge else "negatives"
-        return row_id in state.rejects or row_id in state.records[last]
+        return row_id in state.rejects or row_id in state.records[self._last_stage()]
+
+    def _last_stage(self) -> str:
+        """The stage whose record finishes a kept row: the judge, or the last generation stage without it."""
+        return "judge" if self.config.judge else self.stage_order[self.stage_order.index("rules") - 1]
 
     def _write(self, name: str, record: dict[str, Any]) -> None:
         appender = self._appenders.get(name)
@@ -378,17 +395,29 @@ class Pipeline:
         return summary
 
     # ---------------------------------------------------------------------------------------- summaries
+    def row(self, state: RunState, pair: SeedPair) -> dict[str, str] | None:
+        """The InF-IR fields of a row whose generation stages are done (else None)."""
+        return state.row(pair)
+
+    def triplet(self, row: dict[str, str], pair: SeedPair) -> Triplet:
+        """The output row of a kept pair."""
+        return Triplet(**row, id=pair.id, query_id=pair.query_id, doc_id=pair.doc_id)
+
+    def reason_kinds(self, reject: dict[str, Any]) -> list[str]:
+        """A rejection's reasons as the summary counts them."""
+        return reason_kinds(reject)
+
     def finalize(self, seconds: float = 0.0) -> dict[str, Any]:
         """Write ``train.jsonl`` (kept rows, input order) and ``summary.json`` from the files on disk."""
-        state = RunState.load(self.out_dir)
+        state = RunState.load(self.out_dir, self.stage_files)
         rows = []
         for pair in self.seed.pairs:
             if pair.id in state.rejects:
                 continue
-            row = state.row(pair)
+            row = self.row(state, pair)
             if row is None or (self.config.judge and pair.id not in state.records["judge"]):
                 continue
-            rows.append(Triplet(**row, id=pair.id, query_id=pair.query_id, doc_id=pair.doc_id).to_dict())
+            rows.append(self.triplet(row, pair).to_dict())
         write_jsonl(self.out_dir / TRAIN_FILE, rows)
         summary = self.summarize(state, len(rows), seconds)
         write_json(self.out_dir / SUMMARY_FILE, summary)
@@ -396,6 +425,25 @@ class Pipeline:
 
     def summarize(self, state: RunState, kept: int, seconds: float) -> dict[str, Any]:
         return summarize(self, state, kept, seconds)
+
+
+def make_pipeline(
+    seed: SeedData,
+    out_dir: str | Path,
+    client: LLMClient,
+    config: SynthConfig | None = None,
+    **options: Any,
+) -> Pipeline:
+    """The pipeline of ``config.style``: :class:`Pipeline` for InF-IR rows,
+    :class:`~infembed.synth.negation.NegationPipeline` for negation-aware ones; ``options`` as
+    :class:`Pipeline`'s."""
+    config = config or SynthConfig()
+    cls: type[Pipeline] = Pipeline
+    if config.style == "negation":
+        from infembed.synth.negation import NegationPipeline
+
+        cls = NegationPipeline
+    return cls(seed, out_dir, client, config, **options)
 
 
 def run_sync(pipeline: Pipeline) -> dict[str, Any]:

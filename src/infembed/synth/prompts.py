@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from infembed.data.errors import SettingsError
+from infembed.synth.negation_prompts import TASKS as NEGATION_TASKS
 
 DOMAINS = ("web", "code", "math")
 
@@ -33,6 +34,8 @@ TASK_HEADERS: dict[str, str] = {
     "benchmark_changed": "Task: narrow the instruction of a benchmark query.",
     "benchmark_exclusion": "Task: restate a narrowing as an exclusion.",
     "benchmark_judge": "Task: judge one document against an instruction.",
+    # infembed synth run --style negation (the prompts: infembed.synth.negation_prompts)
+    **NEGATION_TASKS,
 }
 
 Messages = list[dict[str, str]]

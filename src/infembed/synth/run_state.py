@@ -17,7 +17,7 @@ from infembed.synth.costs import price_for
 from infembed.synth.endpoint import describe_endpoint
 from infembed.synth.inputs import SeedPair
 from infembed.synth.llm import UsageMeter
-from infembed.synth.stages import SCENARIO_TEXT, SCENARIOS, STAGES, new_usage
+from infembed.synth.stages import SCENARIO_TEXT, SCENARIOS, new_usage
 
 if TYPE_CHECKING:
     from infembed.synth.pipeline import Pipeline
@@ -154,34 +154,37 @@ class RunState:
 
 def _stage_models(pipeline: Pipeline) -> dict[str, str]:
     settings = pipeline.stages.settings
-    return {s: settings.judge_model if s == "judge" else settings.model for s in STAGES}
+    return {s: settings.judge_model if s == "judge" else settings.model for s in pipeline.stage_order}
 
 
 def summarize(pipeline: Pipeline, state: RunState, kept: int, seconds: float) -> dict[str, Any]:
     """The ``summary.json`` of a run: counts and keep rate per stage (with the top reasons), the tokens of every
-    answer behind the rows, their cost, and what this process asked the endpoint for."""
+    answer behind the rows, their cost, and what this process asked the endpoint for. The stages are the
+    pipeline's ``stage_order`` (``rules`` passes with the record of the stage before it)."""
     ids = [p.id for p in pipeline.seed.pairs]
+    order = pipeline.stage_order
+    before_rules = order[order.index("rules") - 1]
     passed = Counter[str]()
     rejected = Counter[str]()
-    reasons: dict[str, Counter[str]] = {s: Counter() for s in STAGES}
+    reasons: dict[str, Counter[str]] = {s: Counter() for s in order}
     for pid in ids:
         reject = state.rejects.get(pid)
-        for stage in STAGES:
+        for stage in order:
             if stage == "judge" and not pipeline.config.judge:
                 break
             if reject is not None and reject["stage"] == stage:
                 rejected[stage] += 1
-                reasons[stage].update(_reason_kinds(reject))
+                reasons[stage].update(pipeline.reason_kinds(reject))
                 break
             if stage == "rules":
-                done = pid in state.records["negatives"]
+                done = pid in state.records[before_rules]
             else:
                 done = pid in state.records[stage]
             if not done:
                 break  # not through this stage yet
             passed[stage] += 1
     per_stage = {}
-    for stage in STAGES:
+    for stage in order:
         if stage == "judge" and not pipeline.config.judge:
             continue
         n_in, n_out = passed[stage] + rejected[stage], passed[stage]
@@ -193,7 +196,7 @@ def summarize(pipeline: Pipeline, state: RunState, kept: int, seconds: float) ->
             "reasons": dict(reasons[stage].most_common()),
         }
     # tokens of every answer behind the rows (fetched now or earlier, or read from the cache)
-    tokens = stage_tokens(state, STAGE_FILES)
+    tokens = stage_tokens(state, pipeline.stage_files)
     last = "judge" if pipeline.config.judge else "rules"
     finished = passed[last] + sum(1 for pid in ids if pid in state.rejects)
     return {
@@ -290,7 +293,7 @@ def tokens_and_cost(
     }
 
 
-def _reason_kinds(reject: dict[str, Any]) -> list[str]:
+def reason_kinds(reject: dict[str, Any]) -> list[str]:
     """Reasons grouped for the summary: the judge's per scenario, others without their details."""
     choices = (reject.get("detail") or {}).get("judge")
     if reject.get("stage") == "judge" and isinstance(choices, dict):

@@ -245,12 +245,15 @@ class RowStages:
         _rng(s.seed, pair.id, scenario).shuffle(candidates)
         return candidates
 
-    async def _judge_one(self, pair: SeedPair, row: dict[str, str], scenario: tuple[str, str, str, str]):
+    async def choose(
+        self, what: str, query: str, instruction: str, candidates: list[tuple[str, str]]
+    ) -> tuple[str, dict[str, int]]:
+        """The judge's pick among the ``(label, text)`` candidates for (``instruction``, ``query``): its label
+        and the usage. ``what`` names the scenario in a rejection (no passage number after all attempts, or
+        a request the endpoint refuses)."""
         s = self.settings
-        name, inst_field, query_field, _ = scenario
-        candidates = self.candidates(pair, row, name)
         messages = prompts.judge_prompt(
-            row[query_field], row[inst_field], [self._passage(text) for _, text in candidates], s.domain
+            query, instruction, [self._passage(text) for _, text in candidates], s.domain
         )
         usage = new_usage()
         answers: list[str] = []
@@ -263,9 +266,7 @@ class RowStages:
             try:
                 response = await self.client.complete(request)
             except RequestRejected as error:
-                raise Reject(
-                    f"judge {SCENARIO_TEXT[name]}: the endpoint refused the request ({error})"
-                ) from None
+                raise Reject(f"judge {what}: the endpoint refused the request ({error})") from None
             _add_usage(
                 usage,
                 {
@@ -277,14 +278,20 @@ class RowStages:
             text = structured.unwrap(response.text, "Answer") if fmt is not None else response.text
             index = parse_choice(text, len(candidates))
             if index is not None:
-                return name, candidates[index][0], usage
+                return candidates[index][0], usage
             answers.append(response.text[:80])
         usage["unusable"] = len(answers)
         raise Reject(
-            f"judge {SCENARIO_TEXT[name]}: no passage number in the answer ({s.answer_attempts} tries)",
+            f"judge {what}: no passage number in the answer ({s.answer_attempts} tries)",
             {"answers": answers},
             usage,
         )
+
+    async def _judge_one(self, pair: SeedPair, row: dict[str, str], scenario: tuple[str, str, str, str]):
+        name, inst_field, query_field, _ = scenario
+        candidates = self.candidates(pair, row, name)
+        label, usage = await self.choose(SCENARIO_TEXT[name], row[query_field], row[inst_field], candidates)
+        return name, label, usage
 
     async def judge(self, pair: SeedPair, row: dict[str, str]) -> dict[str, Any]:
         results = await _gather(*(self._judge_one(pair, row, scenario) for scenario in SCENARIOS))
