@@ -50,6 +50,10 @@ class EmbeddedBatch:
         passage_ids: ``(M,)`` integer identity of each passage text.
         num_anchors: ``N``. ``None`` means ``min(len(queries), len(passages))``, which is right when there are no
             extra query rows (``K = 0``) or no extra passages (``M = N``). Set it when the batch has both.
+        aspects: ``(A, d)`` embeddings of excluded aspects (each encoded as a query without instruction), for the
+            exclusion-aware score (``docs/losses.md``); ``None`` or empty: every row is scored by its cosine.
+        aspect_owner: ``(A,)`` index of the query row (``0 .. N+K-1``) whose instruction excludes each aspect;
+            that row's embedding is then of the query with what its instruction keeps.
 
     Build the id tensors with :func:`build_batch_ids`.
     """
@@ -60,6 +64,8 @@ class EmbeddedBatch:
     query_ids: Tensor
     passage_ids: Tensor
     num_anchors: int | None = None
+    aspects: Tensor | None = None
+    aspect_owner: Tensor | None = None
 
     @property
     def anchors(self) -> int:
@@ -157,6 +163,20 @@ def check_batch(batch: EmbeddedBatch) -> int:
             raise SettingsError(
                 f"{name} must hold integer text ids (see build_batch_ids); got dtype {ids.dtype}"
             )
+    if (batch.aspects is None) != (batch.aspect_owner is None):
+        raise SettingsError("aspects and aspect_owner come together (both set or both None)")
+    if batch.aspects is not None:
+        aspects, owner = batch.aspects, batch.aspect_owner
+        if aspects.dim() != 2 or aspects.shape[1] != queries.shape[1]:
+            raise SettingsError(
+                f"aspects must be 2-D with the queries' embedding size; got shape {tuple(aspects.shape)}"
+            )
+        if owner.dim() != 1 or owner.shape[0] != aspects.shape[0] or owner.dtype.is_floating_point:
+            raise SettingsError(
+                f"aspect_owner must be 1-D integer with {aspects.shape[0]} entries; got shape {tuple(owner.shape)}"
+            )
+        if owner.numel() and not (0 <= int(owner.min()) and int(owner.max()) < queries.shape[0]):
+            raise SettingsError(f"aspect_owner must index query rows 0..{queries.shape[0] - 1}")
     n = batch.anchors
     if not 1 <= n <= min(queries.shape[0], passages.shape[0]):
         raise SettingsError(

@@ -48,6 +48,8 @@ _POSITIVE_COUNTS = ("once", "per_set")
 #: The reference code's objective names (docs/losses.md), for :meth:`InFEmbedLoss.from_reference` only: they
 #: are the other way round from the paper's equations.
 REFERENCE_OBJECTIVES = {"uni": "multi", "add": "uni", "multi": "uni"}
+#: Width (in cosine units) of the softplus that smooths the exclusion penalty's hinge (docs/losses.md).
+EXCLUSION_SHARPNESS = 0.05
 #: Upper bound of a learned scale (1 / temperature), as in CLIP: keeps the logits from exploding.
 MAX_LEARNED_SCALE = 100.0
 
@@ -68,6 +70,8 @@ class InFEmbedLoss(nn.Module):
         iq_negatives: str = "anchors",
         positive_count: str = "once",
         mask_duplicates: bool = True,
+        exclusion_alpha: float = 1.0,
+        exclusion_margin: float = 0.0,
     ) -> None:
         r"""
         The InF-Embed contrastive loss for instruction-following retrieval. Each anchor is an instruction joined
@@ -204,6 +208,16 @@ class InFEmbedLoss(nn.Module):
                 )
                 loss = InFEmbedLoss()(batch)
                 loss.backward()
+
+        Exclusion-aware scores: when the batch carries ``aspects`` (the excluded aspects of decomposed
+        instructions, :class:`EmbeddedBatch`), a query row ``r`` whose instruction excludes aspects
+        ``a_{r,1..m}`` is scored against a passage ``p`` as search scores it at query time, keep score minus a
+        penalty, here a smooth one (``docs/losses.md``)::
+
+            s(r, p) = cos(q_r, p) - exclusion_alpha * max_j t * softplus((cos(a_rj, p) - cos(q_r, p) - exclusion_margin) / t)
+
+        with ``q_r`` the query joined with what the instruction keeps and ``t`` = :data:`EXCLUSION_SHARPNESS`;
+        rows without aspects keep ``cos(q_r, p)``. Every logit above (positive, P, I, IQ) uses ``s``.
         """
         super().__init__()
         self.objective = _check_choice("objective", objective, _OBJECTIVES)
@@ -213,6 +227,12 @@ class InFEmbedLoss(nn.Module):
         if not isinstance(mask_duplicates, bool):
             raise SettingsError(f"mask_duplicates must be True or False; got {mask_duplicates!r}")
         self.mask_duplicates = mask_duplicates
+        for name, value in (("exclusion_alpha", exclusion_alpha), ("exclusion_margin", exclusion_margin)):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                raise SettingsError(f"{name} must be a finite number; got {value!r}")
+        if exclusion_alpha < 0:
+            raise SettingsError(f"exclusion_alpha must be >= 0; got {exclusion_alpha!r}")
+        self.exclusion_alpha, self.exclusion_margin = float(exclusion_alpha), float(exclusion_margin)
         if not isinstance(learn_temperature, bool):
             raise SettingsError(f"learn_temperature must be True or False; got {learn_temperature!r}")
         self.learn_temperature = learn_temperature
@@ -293,6 +313,8 @@ class InFEmbedLoss(nn.Module):
             "iq_negatives": self.iq_negatives,
             "positive_count": self.positive_count,
             "mask_duplicates": self.mask_duplicates,
+            "exclusion_alpha": self.exclusion_alpha,
+            "exclusion_margin": self.exclusion_margin,
         }
 
     def extra_repr(self) -> str:
@@ -327,9 +349,10 @@ class InFEmbedLoss(nn.Module):
         passages = F.normalize(passages, dim=-1)
         device = queries.device
         scale = self._scale_tensor(queries.dtype, device)
-        anchors, positives = queries[:n], passages[:n]
-
-        positive = scale * (anchors * positives).sum(dim=-1)  # (N,)
+        cosines = queries @ passages.T  # (N+K, M): cos(q_r, p_m)
+        if batch.aspects is not None and batch.aspects.shape[0] > 0:
+            cosines = cosines - self.exclusion_alpha * self._penalty(cosines, batch, passages)
+        positive = scale * cosines[:n, :n].diagonal()  # (N,)
         masks = negative_masks(
             batch,
             self.negatives,
@@ -339,10 +362,10 @@ class InFEmbedLoss(nn.Module):
         )
         negative_logits: list[Tensor] = []  # one (N, C) matrix per selected set, masked entries at -inf
         if "P" in masks:
-            scores = scale * anchors @ passages.T  # (N, M): s(p_m, iq_{i,i})
+            scores = scale * cosines[:n]  # (N, M): s(p_m, iq_{i,i})
             negative_logits.append(scores.masked_fill(~masks["P"], -math.inf))
         if "I" in masks or "IQ" in masks:
-            scores = scale * positives @ queries.T  # (N, N+K): s(p_i, q_r)
+            scores = scale * cosines[:, :n].T  # (N, N+K): s(p_i, q_r)
             negative_logits += [
                 scores.masked_fill(~masks[name], -math.inf) for name in ("I", "IQ") if name in masks
             ]
@@ -359,3 +382,17 @@ class InFEmbedLoss(nn.Module):
             log_denominator = torch.logsumexp(torch.cat([positive_column, *negative_logits], dim=1), dim=1)
             per_anchor = log_denominator - positive
         return per_anchor.mean()
+
+    def _penalty(self, cosines: Tensor, batch: EmbeddedBatch, passages: Tensor) -> Tensor:
+        """``(N+K, M)``: per query row and passage, the largest smoothed hinge over the row's aspects (0 for a
+        row without aspects)."""
+        aspects = batch.aspects.to(passages.dtype)
+        owner = batch.aspect_owner.to(cosines.device).long()
+        aspect_cos = F.normalize(aspects, dim=-1) @ passages.T  # (A, M)
+        hinge = aspect_cos - cosines[owner] - self.exclusion_margin
+        smooth = F.softplus(hinge, beta=1.0 / EXCLUSION_SHARPNESS)  # t * log(1 + exp(hinge / t))
+        rows = cosines.shape[0]
+        owns = torch.zeros(rows, owner.shape[0], dtype=torch.bool, device=cosines.device)
+        owns[owner, torch.arange(owner.shape[0], device=cosines.device)] = True
+        per_row = smooth.unsqueeze(0).masked_fill(~owns[:, :, None], -math.inf).amax(dim=1)
+        return torch.where(owns.any(dim=1)[:, None], per_row, torch.zeros_like(per_row))

@@ -85,6 +85,23 @@ def rank_batch(rows, config, world_size: int, rank: int):
     )
 
 
+def excluding_rows(rows):
+    """Rows whose instructions exclude something (for exclusion-aware training): an exclusion sentence appended to
+    each instruction, naming the first words of the other side's passage."""
+    import dataclasses
+
+    return [
+        dataclasses.replace(
+            row,
+            instruction_positive=row.instruction_positive
+            + f" Passages about {' '.join(row.hard_negative_document_1.split()[:3])} are not relevant.",
+            instruction_negative=row.instruction_negative
+            + f" Ignore anything about {' '.join(row.document_positive.split()[:3])}.",
+        )
+        for row in rows
+    ]
+
+
 def gradients(trainer) -> dict[str, torch.Tensor]:
     """Every parameter's gradient (zeros where a parameter got none), by name."""
     return {

@@ -10,8 +10,8 @@ which the loss uses to mask "negatives" identical to the positive.
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field, replace
 
 import torch
 
@@ -29,6 +29,35 @@ class TrainingBatch:
     passages: list[str]
     n_anchors: int
     roles: list[str] = field(default_factory=list)
+    #: exclusion-aware training (:meth:`decomposed`): per query row, the instruction text that is embedded
+    #: (what the instruction keeps; ``None``: nothing, the query alone), the excluded aspects and their rows
+    keeps: list[str | None] | None = None
+    aspects: list[str] = field(default_factory=list)
+    aspect_owner: list[int] = field(default_factory=list)
+
+    def decomposed(self, split: Callable[[str], object]) -> TrainingBatch:
+        """The batch with every instruction that excludes something decomposed by ``split`` (text ->
+        :class:`~infembed.instructions.Instruction`): its row embeds the query with what the instruction keeps,
+        and its aspects join the batch as texts of their own. Identity ids stay those of the whole instruction
+        (two instructions that keep the same text but exclude different things are different instructions)."""
+        keeps: list[str | None] = []
+        aspects: list[str] = []
+        owner: list[int] = []
+        for row, instruction in enumerate(self.instructions):
+            parts = split(instruction) if instruction else None
+            if parts is None or not parts.exclude:
+                keeps.append(instruction)
+                continue
+            keeps.append(parts.keep or None)
+            aspects += list(parts.exclude)
+            owner += [row] * len(parts.exclude)
+        return replace(self, keeps=keeps, aspects=aspects, aspect_owner=owner)
+
+    def embedding_inputs(self) -> tuple[list[str], list[str | None]]:
+        """``(texts, instructions)`` for the query-side encoder: every query row (with what its instruction
+        keeps, when decomposed), then every aspect alone (no instruction), as search encodes them."""
+        kept = self.instructions if self.keeps is None else self.keeps
+        return list(self.queries) + list(self.aspects), list(kept) + [None] * len(self.aspects)
 
     @property
     def instruction_ids(self) -> torch.Tensor:
@@ -60,7 +89,21 @@ class TrainingBatch:
             pos_p += b.passages[:n]
             extra_p += b.passages[n:]
             roles += b.roles[:n]
-        return TrainingBatch(anchors_q + extra_q, anchors_i + extra_i, pos_p + extra_p, len(anchors_q), roles)
+        joined = TrainingBatch(anchors_q + extra_q, anchors_i + extra_i, pos_p + extra_p, len(anchors_q), roles)
+        if all(b.keeps is None for b in batches):
+            return joined
+        # keeps in the joined row order; aspects in rank order, each pointing at its row's joined position
+        anchor_keeps, extra_keeps, aspects, owner = [], [], [], []
+        anchor_offset, extra_offset = 0, len(anchors_q)
+        for b in batches:
+            n, keeps = b.n_anchors, b.keeps if b.keeps is not None else list(b.instructions)
+            anchor_keeps += keeps[:n]
+            extra_keeps += keeps[n:]
+            aspects += b.aspects
+            owner += [anchor_offset + r if r < n else extra_offset + r - n for r in b.aspect_owner]
+            anchor_offset += n
+            extra_offset += len(b.queries) - n
+        return replace(joined, keeps=anchor_keeps + extra_keeps, aspects=aspects, aspect_owner=owner)
 
 
 def pairs_batch(

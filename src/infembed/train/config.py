@@ -41,6 +41,9 @@ class TrainConfig:
     temperature: float = setting(0.05, "Softmax temperature of the contrastive loss.")
     learn_temperature: bool = setting(False, "Learn the temperature (as CLIP's logit scale) instead of keeping it fixed.")
     extra_instruction_negatives: int = setting(0, "Other in-batch instructions joined with each anchor's query as extra I-negatives.")
+    exclusion_training: str = setting("off", "Train for exclusion-aware search: decompose each instruction with this splitter (rules or auto; off: score the whole text) and score rows that exclude as search does, keep score minus a smooth penalty on excluded aspects (docs/losses.md).")
+    exclusion_alpha: float = setting(1.0, "Exclusion-aware training: weight of the penalty on a passage that matches an excluded aspect better than the kept part.")
+    exclusion_margin: float = setting(0.0, "Exclusion-aware training: how much better (in cosine) an aspect must match a passage than the kept part before the penalty starts.")
     # optimisation
     epochs: float = setting(2.0, "Passes over the rows (fractions allowed).")
     batch_size: int = setting(16, "InF-IR rows per device per step (3 pairs each).")
@@ -71,6 +74,7 @@ class TrainConfig:
         _check_choice("interaction", self.interaction, INTERACTIONS)
         _check_choice("pooling", self.pooling, POOLING_MODES, optional=True)
         _check_choice("scheduler", self.scheduler, SCHEDULERS)
+        _check_choice("exclusion_training", self.exclusion_training, EXCLUSION_TRAINING)
         from infembed.templates import resolve_template
 
         resolve_template(self.template)
@@ -116,6 +120,8 @@ class TrainConfig:
             "learn_temperature": self.learn_temperature,
             "iq_negatives": self.iq_negatives,
             "positive_count": self.positive_count,
+            "exclusion_alpha": self.exclusion_alpha,
+            "exclusion_margin": self.exclusion_margin,
         }
 
     def to_dict(self) -> dict[str, Any]:
@@ -136,6 +142,8 @@ class TrainConfig:
 INTERACTIONS = ("concat", "cross_attention")
 POOLING_MODES = ("cls", "mean", "last")
 SCHEDULERS = ("linear", "cosine", "constant")
+#: splitters for exclusion-aware training: deterministic and local (no llm endpoint inside a training step)
+EXCLUSION_TRAINING = ("off", "rules", "auto")
 def _check_choice(name: str, value: Any, choices: tuple[str, ...], *, optional: bool = False) -> None:
     if value is None and optional:
         return

@@ -65,6 +65,19 @@ def gather_with_grad(tensor: torch.Tensor) -> torch.Tensor:
     return torch.cat(parts)
 
 
+def offsets(*counts: int, device: torch.device | None = None) -> tuple[torch.Tensor, ...]:
+    """For each local count: how many the lower ranks hold in all (0 in a single process); a tensor each."""
+    device = device or torch.device("cpu")
+    local = torch.tensor(counts, dtype=torch.long, device=device)
+    if not is_distributed():
+        return tuple(torch.zeros((), dtype=torch.long, device=device) for _ in counts)
+    rank, size = world()
+    parts = [torch.zeros_like(local) for _ in range(size)]
+    dist.all_gather(parts, local)
+    below = torch.stack(parts[:rank]).sum(0) if rank else torch.zeros_like(local)
+    return tuple(below)
+
+
 #: Size of one all-reduce bucket in MiB (DDP's default, ``bucket_cap_mb=25``). ``0``: one collective per
 #: parameter, the unbucketed reference (``bench/train.py`` times both under torchrun).
 BUCKET_MB: float = 25.0

@@ -46,9 +46,9 @@ def grad_cache_step(
     device: torch.device,
 ) -> float:
     """Forward + backward of ``batch`` in chunks of ``chunk`` texts; ``loss_of(queries, passages)`` is the loss
-    of the batch's embeddings. Gradients (times ``scale``) accumulate in ``.grad``; returns the loss value."""
+    of the batch's embeddings (``queries``: its query rows, then its aspects: ``TrainingBatch.embedding_inputs``). Gradients (times ``scale``) accumulate in ``.grad``; returns the loss value."""
     # 1. embeddings without a graph, chunk by chunk, remembering the RNG state of each chunk
-    q_items = list(zip(batch.queries, batch.instructions))
+    q_items = list(zip(*batch.embedding_inputs()))  # query rows, then excluded aspects (exclusion-aware)
     q_chunks = [q_items[i : i + chunk] for i in range(0, len(q_items), chunk)]
     p_chunks = [batch.passages[i : i + chunk] for i in range(0, len(batch.passages), chunk)]
     q_states, p_states, q_reps, p_reps = [], [], [], []

@@ -105,22 +105,29 @@ class Trainer:
 
     def _embed_batch(self, batch: TrainingBatch) -> tuple[torch.Tensor, torch.Tensor]:
         with self._autocast:
-            queries = self.model.embed_queries(batch.queries, batch.instructions)
+            queries = self.model.embed_queries(*batch.embedding_inputs())
             passages = self.model.embed_passages(batch.passages)
         return queries.float(), passages.float()
 
     def _global_batch(
         self, batch: TrainingBatch, queries: torch.Tensor, passages: torch.Tensor
     ) -> EmbeddedBatch:
-        """Gather anchors, extra rows, passages and ids from every rank (local slices keep their gradient)."""
-        n = batch.n_anchors
+        """Gather anchors, extra rows, passages, aspects and ids from every rank (local slices keep their
+        gradient). ``queries``: the batch's query rows, then its aspects (``embedding_inputs``)."""
+        n, rows = batch.n_anchors, len(batch.queries)
         gather = dist_utils.gather_with_grad
         dev = queries.device
         inst_ids, query_ids, passage_ids = (
             t.to(dev) for t in (batch.instruction_ids, batch.query_ids, batch.passage_ids)
         )
-        anchors, extras = gather(queries[:n]), gather(queries[n:])
+        anchors, extras = gather(queries[:n]), gather(queries[n:rows])
         pos, extra_p = gather(passages[:n]), gather(passages[n:])
+        aspects = owner = None
+        if batch.keeps is not None:  # exclusion-aware: each aspect's row, as a row of the gathered batch
+            local = torch.tensor(batch.aspect_owner, dtype=torch.long, device=dev)
+            anchor_offset, extra_offset = dist_utils.offsets(n, rows - n, device=dev)
+            local = torch.where(local < n, anchor_offset + local, anchors.shape[0] + extra_offset + local - n)
+            aspects, owner = gather(queries[rows:]), gather(local)
         return EmbeddedBatch(
             queries=torch.cat([anchors, extras]),
             passages=torch.cat([pos, extra_p]),
@@ -128,15 +135,27 @@ class Trainer:
             query_ids=torch.cat([gather(query_ids[:n]), gather(query_ids[n:])]),
             passage_ids=torch.cat([gather(passage_ids[:n]), gather(passage_ids[n:])]),
             num_anchors=anchors.shape[0],
+            aspects=aspects,
+            aspect_owner=owner,
         )
+
+    def _decomposed(self, batch: TrainingBatch) -> TrainingBatch:
+        """With ``exclusion_training`` on: the batch with its excluding instructions decomposed."""
+        if self.config.exclusion_training == "off":
+            return batch
+        from infembed.instructions import split_instruction
+
+        return batch.decomposed(lambda text: split_instruction(text, self.config.exclusion_training))
 
     def compute_loss(self, batch: TrainingBatch) -> torch.Tensor:
         """The global-batch loss with gradients (plain, no caching)."""
+        batch = self._decomposed(batch)
         queries, passages = self._embed_batch(batch)
         return self.loss_fn(self._global_batch(batch, queries, passages))
 
     def backward_step(self, batch: TrainingBatch, scale: float = 1.0) -> float:
         """Forward + backward for one (micro-)batch; returns the loss value. Gradients accumulate in ``.grad``."""
+        batch = self._decomposed(batch)
         chunk = self.config.grad_cache_chunk
         if chunk <= 0:
             loss = self.compute_loss(batch)
