@@ -311,3 +311,24 @@ def test_a_corrupt_shipped_decomposer_is_one_clear_error_not_a_silent_fallback(t
         assert str(copy / WEIGHTS_FILE) in str(error.value)
     finally:
         split.shipped_decomposer.cache_clear()
+
+
+def test_first_concurrent_use_loads_once_and_answers_every_caller():
+    """A service's first requests arrive together: every thread gets its split (a fresh process, so the shipped
+    decomposer is not loaded yet; before the lock, two of three threads failed inside transformers' lazy
+    imports)."""
+    import subprocess
+    import sys
+
+    script = (
+        "import threading\n"
+        "from infembed.instructions import split_instruction\n"
+        "out = {}\n"
+        "def go(i):\n"
+        "    out[i] = split_instruction(f'Find cars {i}. Ignore anything about trucks {i}.', 'auto').exclude\n"
+        "threads = [threading.Thread(target=go, args=(i,)) for i in range(4)]\n"
+        "[t.start() for t in threads]; [t.join() for t in threads]\n"
+        "assert out == {i: [f'trucks {i}'] for i in range(4)}, out\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]

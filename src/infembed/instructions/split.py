@@ -10,6 +10,7 @@ A missing or corrupt shipped decomposer is an error naming its file, never a sil
 from __future__ import annotations
 
 import functools
+import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -30,9 +31,22 @@ _RULES_CACHE: dict[str, Instruction] = {}
 _AUTO_CACHE: dict[str, Instruction] = {}
 
 
-@functools.cache
+_LOADING = threading.Lock()
+
+
 def shipped_decomposer():
-    """The packaged learned decomposer, loaded once per process."""
+    """The packaged learned decomposer, loaded once per process. Thread-safe: the first concurrent callers (a
+    service's first requests) wait for one load; without the lock each loaded its own, and transformers 5.5's lazy
+    imports fail under concurrent first use ("cannot import name 'AutoTokenizer'")."""
+    with _LOADING:
+        return _load_shipped()
+
+
+shipped_decomposer.cache_clear = lambda: _load_shipped.cache_clear()  # type: ignore[attr-defined]
+
+
+@functools.cache
+def _load_shipped():
     from infembed.instructions.decomposer import Decomposer
 
     return Decomposer(SHIPPED_DECOMPOSER)
