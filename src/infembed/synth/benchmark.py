@@ -42,11 +42,11 @@ from typing import Any
 from infembed.data.errors import DataError, SettingsError
 from infembed.data.records import Benchmark, InstructionQuery
 from infembed.settings import setting
-from infembed.synth import prompts, structured
+from infembed.synth import prompts
 from infembed.synth.costs import Price
-from infembed.synth.llm import ChatRequest, LLMClient
+from infembed.synth.llm import LLMClient
 from infembed.synth.pipeline import Pipeline, RunState, SynthConfig, fingerprint_of
-from infembed.synth.stages import Reject, _add_usage, _gather, ask, new_usage, shorten
+from infembed.synth.stages import Reject, _add_usage, _gather, ask_yes_no, new_usage, shorten
 
 STAGE_FILES = {
     "og": "og.jsonl",
@@ -259,27 +259,14 @@ class BenchmarkBuilder(Pipeline):
         s = self.stages.settings
         document = shorten(self.source.benchmark.corpus[doc_id].full_text(), s.max_passage_chars)
         messages = prompts.benchmark_judge_prompt(item.query, instruction, document)
-        choices = ("yes", "no")
-        fmt = structured.response_format(s.json_output, "Answer", choices)
-        if fmt is not None:
-            messages = structured.json_messages(messages, "Answer", choices)
-        usage = new_usage()
-        answers: list[str] = []
-        for attempt in range(s.answer_attempts):
-            usage["unusable"] = len(answers)
-            request = ChatRequest.build(s.judge_model, messages, s.judge_sampling, attempt, "judge", fmt)
-            response = await ask(self.client, request, "judge", usage)
-            text = structured.unwrap(response.text, "Answer") if fmt is not None else response.text
-            verdict = parse_yes_no(text)
-            if verdict is not None:
-                return doc_id, verdict, usage
-            answers.append(response.text[:80])
-        usage["unusable"] = len(answers)
-        raise Reject(
-            f"judge: no yes/no answer for document {doc_id} ({s.answer_attempts} tries)",
-            {"document": doc_id, "answers": answers},
-            usage,
-        )
+        verdict, usage, answers = await ask_yes_no(self.client, s, messages, "judge")
+        if verdict is None:
+            raise Reject(
+                f"judge: no yes/no answer for document {doc_id} ({s.answer_attempts} tries)",
+                {"document": doc_id, "answers": answers},
+                usage,
+            )
+        return doc_id, verdict, usage
 
     async def _judge(self, item: QueryItem, changed: str) -> dict[str, Any]:
         results = await _gather(*(self._judge_document(item, changed, d) for d in item.relevant))

@@ -28,10 +28,9 @@ from typing import Any
 
 from infembed.data.records import Triplet
 from infembed.synth import negation_prompts as np_
-from infembed.synth import prompts, structured
+from infembed.synth import prompts
 from infembed.synth.filters import _norm, check_row
 from infembed.synth.inputs import SeedPair
-from infembed.synth.llm import ChatRequest
 from infembed.synth.pipeline import Pipeline
 from infembed.synth.run_state import RunState, reason_kinds
 from infembed.synth.stages import (
@@ -41,7 +40,7 @@ from infembed.synth.stages import (
     _add_usage,
     _gather,
     _rng,
-    ask,
+    ask_yes_no,
     new_usage,
 )
 
@@ -232,28 +231,13 @@ class NegationPipeline(Pipeline):
 
     async def _fits_general(self, pair: SeedPair, general: str, label: str, passage: str):
         """Does the passage fit G alone (with Q+)? yes/no from the judge model."""
-        from infembed.synth.benchmark import parse_yes_no
-
         s = self.stages.settings
         messages = np_.check_prompt(pair.query, general, self.stages._passage(passage))
-        choices = ("yes", "no")
-        fmt = structured.response_format(s.json_output, "Answer", choices)
-        if fmt is not None:
-            messages = structured.json_messages(messages, "Answer", choices)
-        usage = new_usage()
-        answers: list[str] = []
         what = f"judge: does {label} fit the general statement"
-        for attempt in range(s.answer_attempts):
-            usage["unusable"] = len(answers)
-            request = ChatRequest.build(s.judge_model, messages, s.judge_sampling, attempt, "judge", fmt)
-            response = await ask(self.client, request, what, usage)
-            text = structured.unwrap(response.text, "Answer") if fmt is not None else response.text
-            verdict = parse_yes_no(text)
-            if verdict is not None:
-                return label, verdict, usage
-            answers.append(response.text[:80])
-        usage["unusable"] = len(answers)
-        raise Reject(f"{what}: no yes/no answer ({s.answer_attempts} tries)", {"answers": answers}, usage)
+        verdict, usage, answers = await ask_yes_no(self.client, s, messages, what)
+        if verdict is None:
+            raise Reject(f"{what}: no yes/no answer ({s.answer_attempts} tries)", {"answers": answers}, usage)
+        return label, verdict, usage
 
     async def _judge(self, pair: SeedPair, row: dict[str, str], general: str) -> dict[str, Any]:
         passages = (("P+", row["document_positive"]), ("P1-", row["hard_negative_document_1"]))

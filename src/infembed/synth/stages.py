@@ -100,6 +100,33 @@ async def ask(client: LLMClient, request: ChatRequest, what: str, usage: dict[st
     return response
 
 
+async def ask_yes_no(
+    client: LLMClient, settings: Any, messages: list[dict[str, str]], what: str
+) -> tuple[bool | None, dict[str, int], list[str]]:
+    """A yes/no question to the judge model, asked up to ``settings.answer_attempts`` times until an answer holds a
+    verdict (JSON-constrained when ``settings.json_output`` says so): ``(verdict or None, usage, the unusable
+    answers)``. The caller rejects its row when the verdict is None."""
+    from infembed.synth.benchmark import parse_yes_no
+
+    choices = ("yes", "no")
+    fmt = structured.response_format(settings.json_output, "Answer", choices)
+    if fmt is not None:
+        messages = structured.json_messages(messages, "Answer", choices)
+    usage = new_usage()
+    answers: list[str] = []
+    for attempt in range(settings.answer_attempts):
+        usage["unusable"] = len(answers)
+        request = ChatRequest.build(settings.judge_model, messages, settings.judge_sampling, attempt, "judge", fmt)
+        response = await ask(client, request, what, usage)
+        text = structured.unwrap(response.text, "Answer") if fmt is not None else response.text
+        verdict = parse_yes_no(text)
+        if verdict is not None:
+            return verdict, usage, answers
+        answers.append(response.text[:80])
+    usage["unusable"] = len(answers)
+    return None, usage, answers
+
+
 def shorten(text: str, max_chars: int) -> str:
     """Cut ``text`` at a word boundary to at most ``max_chars`` characters (prompts stay bounded)."""
     if len(text) <= max_chars:
