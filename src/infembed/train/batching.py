@@ -141,10 +141,12 @@ def iter_batches(
     drop_last: bool = False,
     world_size: int = 1,
     rank: int = 0,
+    mined: Sequence[Sequence[str]] | None = None,
 ) -> Iterator[TrainingBatch]:
     """Yield this rank's batches for one epoch. The global batch is ``rows_per_batch * world_size`` rows in a
     seeded order (the same in every process); rank ``r`` takes its slice, so the union over ranks is exactly the
-    single-process batch of the same global size."""
+    single-process batch of the same global size. ``mined[i]``: extra negative passages of row ``i``
+    (:func:`~infembed.train.mining.mine_negatives`), appended to its batch once each."""
     order = list(range(len(rows)))
     if shuffle:
         random.Random(seed * 100_003 + epoch).shuffle(order)
@@ -158,7 +160,18 @@ def iter_batches(
             local = chunk[-1:]  # keep every rank stepping together on a short last batch
         pairs = [pair for index in local for pair in rows[index].pairs()]
         rng = random.Random(hash((seed, epoch, step, rank)) & 0xFFFFFFFF)
-        yield pairs_batch(pairs, extra_instruction_negatives, rng)
+        batch = pairs_batch(pairs, extra_instruction_negatives, rng)
+        if mined:
+            batch = with_extra_passages(batch, [text for index in local for text in mined[index]])
+        yield batch
+
+
+def with_extra_passages(batch: TrainingBatch, texts: Sequence[str]) -> TrainingBatch:
+    """``batch`` with ``texts`` appended as extra (negative-only) passages, each once and none that the batch
+    already holds."""
+    seen = set(batch.passages)
+    extra = [t for t in dict.fromkeys(texts) if t not in seen]
+    return replace(batch, passages=list(batch.passages) + extra) if extra else batch
 
 
 def batches_per_epoch(n_rows: int, rows_per_batch: int, world_size: int = 1, drop_last: bool = False) -> int:

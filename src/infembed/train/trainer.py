@@ -42,6 +42,7 @@ from infembed.train.batching import TrainingBatch, batches_per_epoch, iter_batch
 from infembed.train.config import TrainConfig
 from infembed.train.grad_cache import grad_cache_step
 from infembed.train.inputs import build_model, load_rows
+from infembed.train.mining import mine_negatives
 from infembed.train.optimizer import build_optimizer
 
 
@@ -69,6 +70,7 @@ class Trainer:
         self.rank, self.world_size = dist_utils.world()
         self.rows = list(rows) if rows is not None else load_rows(config.data, config.limit)
         self.data_digest = outputs.rows_digest(self.rows)
+        self.mined = mine_negatives(self.rows, config.mined_negatives) if config.mined_negatives else None
         self.benchmark = None
         if config.eval_benchmark:
             from infembed.data.benchmarks import load_benchmark
@@ -221,6 +223,7 @@ class Trainer:
                 extra_instruction_negatives=self.config.extra_instruction_negatives,
                 world_size=self.world_size,
                 rank=self.rank,
+                mined=self.mined,
             ):
                 if index >= total_micro:
                     return
