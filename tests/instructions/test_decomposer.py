@@ -10,7 +10,7 @@ import shutil
 import pytest
 
 from infembed.data.errors import DataError
-from infembed.instructions import Instruction
+from infembed.instructions import Instruction, split_instruction
 from infembed.instructions.tagging import BEGIN, CUE, INSIDE, KEEP, decode, labelled_from_json, token_tags
 
 ROWS = [
@@ -66,6 +66,48 @@ def test_gold_tags_decode_to_the_labelled_split(tokenizer, row, expected):
     # coordinated items are separate aspects: each begins with its own BEGIN tag
     assert sum(t == BEGIN for t in tags) == len(row["aspects"])
     assert set(tags) <= {KEEP, CUE, BEGIN, INSIDE, -100}
+
+
+@pytest.mark.parametrize(
+    ("row", "excluded"),
+    [
+        # the model tags list links as cue ("around X or in Y" in a long narrative sentence): no exclusion
+        ({"text": "Flows behind shocks, around blunt noses or in expanding nozzles.", "aspects": ["blunt noses", "expanding nozzles"], "clauses": ["around blunt noses or in expanding nozzles"]}, []),
+        ({"text": "Studies of X, as well as the effects of suction.", "aspects": ["effects of suction"], "clauses": [", as well as the effects of suction"]}, []),
+        # a negation that loosens says no exclusion, even with other words tagged as cue
+        ({"text": "Results for plates. Explicit treatment of Joule heating is not required.", "aspects": ["Joule heating"], "clauses": ["Explicit treatment of Joule heating is not required."]}, []),
+        ({"text": "Walnut brownies; walnuts are optional.", "aspects": ["walnuts"], "clauses": ["walnuts are optional"]}, []),
+        # real cues keep their aspects, also beside a loosening sentence
+        ({"text": "Flows around blunt noses are not relevant.", "aspects": ["blunt noses"], "clauses": ["Flows around blunt noses are not relevant."]}, ["blunt noses"]),
+        ({"text": "Cost data need not be given. Carbon frames are a hard pass.", "aspects": ["Carbon frames"], "clauses": ["Carbon frames are a hard pass."]}, ["Carbon frames"]),
+        ({"text": "Hybrid cars rather than electric ones.", "aspects": ["electric ones"], "clauses": [" rather than electric ones"]}, ["electric ones"]),
+    ],
+    ids=["links", "as-well-as", "not-required", "optional", "real-cue", "need-not-beside", "rather-than"],
+)
+def test_a_sentence_needs_a_cue_that_excludes(tokenizer, row, excluded):
+    item = labelled_from_json(row)
+    enc = tokenizer(item.text, return_offsets_mapping=True)
+    offsets = [tuple(o) for o in enc["offset_mapping"]]
+    split = decode(item.text, offsets, token_tags(item, offsets))
+    assert split.exclude == excluded
+    if not excluded:
+        assert split == Instruction(item.text)
+
+
+def test_the_guard_is_the_whole_sentence_across_a_semicolon(tokenizer):
+    row = {
+        "text": "Heat conduction in slabs. Only documents on periodic heating are relevant; documents on a single "
+        "heat pulse are not relevant.",
+        "aspects": ["a single heat pulse"],
+        "clauses": ["documents on a single heat pulse are not relevant."],
+    }
+    item = labelled_from_json(row)
+    enc = tokenizer(item.text, return_offsets_mapping=True)
+    offsets = [tuple(o) for o in enc["offset_mapping"]]
+    split = decode(item.text, offsets, token_tags(item, offsets))
+    assert split.exclude == ["a single heat pulse"]
+    assert split.guards == ["Only documents on periodic heating are relevant"]  # as the rules read it
+    assert split.guards == split_instruction(item.text, "rules").guards
 
 
 @pytest.mark.parametrize(

@@ -212,9 +212,14 @@ def _tidy(text: str) -> str:
     return text.strip().rstrip(",;:–—-").strip()
 
 
-def _sentence_spans(text: str) -> list[tuple[int, int]]:
+#: A guard is the positive requirement of the aspect's whole sentence, across a semicolon ("Only documents on X are
+#: relevant; documents on Y are not relevant": the guard of Y is the first clause), as the rules read it.
+_GUARD_END = re.compile(r"[.!?]+(?=\s|$)|\n+")
+
+
+def _sentence_spans(text: str, ends: re.Pattern[str] = _SENTENCE_END) -> list[tuple[int, int]]:
     spans, start = [], 0
-    for match in _SENTENCE_END.finditer(text):
+    for match in ends.finditer(text):
         spans.append((start, match.end()))
         start = match.end()
     if start < len(text):
@@ -236,6 +241,36 @@ def _generic(aspect: str) -> bool:
     return all(w in GENERIC for w in re.findall(r"\w+", aspect.lower()))
 
 
+#: Words that link the items of a list or a phrase ("X, Y or Z", "such as", "as well as", "around X or in Y"):
+#: the model tags them as cue where they join excluded items, but they carry no exclusion. A sentence whose only
+#: cue words are these (or punctuation) excludes nothing. Negations and contrasts ("not", "no", "but", "rather",
+#: "than", "instead", "except", "without", "out", "off") are not in it.
+LINKING = frozenset(
+    "a an the and or & plus as well such including include includes like e g i etc of in on at to for from by "
+    "with into onto around about over under along within between through via per this that these those which "
+    "who whom whose it its their there here is are was were be been being also too both either".split()
+)
+
+
+#: Negations that loosen a requirement instead of excluding ("X is not required", "Y is optional", "need not",
+#: "does not matter"): the loosening part of the rules' ``phrasing.NOT_EXCLUSION``, without its limits ("no more
+#: than") and "cannot", which sit beside real exclusions ("black I cannot choose, please exclude it").
+LOOSENING = re.compile(
+    r"\b(?:needs? not(?! apply\s*$)|needn't(?! apply\s*$)|do(?:es)? not (?:have|need) to|don't (?:have|need) to|"
+    r"not necessarily|(?:does|do|did) not matter|doesn't matter|don't matter|no matter|whether or not|"
+    r"not (?:strictly )?(?:required|necessary|essential|mandatory|obligatory|compulsory)|(?:is|are) not a requirement|"
+    r"not a must|optional|is not critical|not only|not just|not merely|not limited to|"
+    r"(?:are|is|can be|may be|could be|might be|would be) (?:still |also |equally )+(?:relevant|fine|welcome|acceptable|useful))\b",
+    re.IGNORECASE,
+)
+
+
+def _carries_cue(word: str) -> bool:
+    """Whether a word tagged as cue can say an exclusion (not a linking word or punctuation)."""
+    tokens = re.findall(r"\w+", word.lower())
+    return bool(tokens) and not all(t in LINKING for t in tokens)
+
+
 def decode(
     text: str,
     offsets: Sequence[tuple[int, int]],
@@ -245,15 +280,27 @@ def decode(
 ) -> Instruction:
     """An :class:`Instruction` from predicted token tags: aspects are runs of adjacent aspect words (BEGIN or
     INSIDE; a list's items are separate because a cue token, "," "and" "or", stands between them), an aspect
-    counts only if its sentence holds a cue word (every exclusion is said with one), the clauses (cue and
-    aspect words and the punctuation between them) are cut from ``keep``, and each aspect's guard is what its
-    sentence keeps. ``scores`` (per token, the model's probability of its tag being an aspect tag): an aspect
-    whose words score below ``min_score`` on average, or that names only generic heads and stop words ("passages
-    about", "the"; listed in ``dropped``), is left to the kept part. No aspect: the instruction comes back whole."""
+    counts only if its sentence (or clause, up to a semicolon) holds a cue word that can exclude (not only words
+    that link a list, :data:`LINKING`: "or", "as well as", "in"; none inside a negation that loosens,
+    :data:`LOOSENING`: "is not required", "optional"), the clauses (cue and aspect words and the punctuation
+    between them) are cut from ``keep``, and each aspect's guard is what its whole sentence keeps (across a
+    semicolon, as the rules read it). ``scores`` (per token, the model's probability of its tag being an aspect
+    tag): an aspect whose words score below ``min_score`` on average, or that names only generic heads and stop
+    words ("passages about", "the"; listed in ``dropped``), is left to the kept part. No aspect: the instruction
+    comes back whole."""
     words = list(_words(text, offsets, tags, scores if scores is not None else [1.0] * len(tags)))
     sentences = _sentence_spans(text)
+    # a cue word inside a negation that loosens ("X is not required", "Y is optional") says no exclusion
+    loosening = [m.span() for m in LOOSENING.finditer(text)]
+    cue_words = [(start, end) for start, end, tag, _ in words if tag == CUE]
+    loosened = {
+        i for i, (a, b) in enumerate(sentences) for s, _ in cue_words if a <= s < b and any(x <= s < y for x, y in loosening)
+    }
     cued = {
-        i for i, (a, b) in enumerate(sentences) for start, _, tag, _ in words if tag == CUE and a <= start < b
+        i
+        for i, (a, b) in enumerate(sentences)
+        for start, end in cue_words
+        if i not in loosened and a <= start < b and _carries_cue(text[start:end])
     }
     words = [
         (s, e, t, p)
@@ -294,8 +341,9 @@ def decode(
         last_cut_end = end
     kept = "".join(" " if gone else ch for ch, gone in zip(text, removed))
     guards = []
+    whole_sentences = _sentence_spans(text, _GUARD_END)
     for start, _ in spans:
-        s, e = next(((a, b) for a, b in sentences if a <= start < b), (0, len(text)))
+        s, e = next(((a, b) for a, b in whole_sentences if a <= start < b), (0, len(text)))
         guard = _tidy(kept[s:e])
         guards.append(guard if _WORD.search(guard) else "")
     # the same aspect said twice counts once
