@@ -81,8 +81,16 @@ def test_gold_tags_decode_to_the_labelled_split(tokenizer, row, expected):
         ({"text": "Flows around blunt noses are not relevant.", "aspects": ["blunt noses"], "clauses": ["Flows around blunt noses are not relevant."]}, ["blunt noses"]),
         ({"text": "Cost data need not be given. Carbon frames are a hard pass.", "aspects": ["Carbon frames"], "clauses": ["Carbon frames are a hard pass."]}, ["Carbon frames"]),
         ({"text": "Hybrid cars rather than electric ones.", "aspects": ["electric ones"], "clauses": [" rather than electric ones"]}, ["electric ones"]),
+        # a symbol can be the cue; a clause that only links continues the list before it, or takes the verdict
+        # after its question
+        ({"text": "pizza open now, pineapple toppings ❌", "aspects": ["pineapple toppings"], "clauses": ["pineapple toppings ❌"]}, ["pineapple toppings"]),
+        ({"text": "Exclude: bodies of revolution; ogives, cones and wedges.", "aspects": ["bodies of revolution", "ogives", "cones", "wedges"], "clauses": ["Exclude: bodies of revolution; ogives, cones and wedges."]}, ["bodies of revolution", "ogives", "cones", "wedges"]),
+        ({"text": "Go logging.\nNot looking for:\n- Python tutorials\n- Java tutorials", "aspects": ["Python tutorials", "Java tutorials"], "clauses": ["Not looking for:\n- Python tutorials\n- Java tutorials"]}, ["Python tutorials", "Java tutorials"]),
+        ({"text": "Refurbished laptops for uni. Chromebooks? Nah.", "aspects": ["Chromebooks"], "clauses": ["Chromebooks? Nah."]}, ["Chromebooks"]),
+        # but a list sentence does not borrow a cue from an unrelated sentence before it
+        ({"text": "Skip reviews. Studies of X, as well as the effects of suction.", "aspects": ["reviews", "effects of suction"], "clauses": ["Skip reviews.", ", as well as the effects of suction"]}, ["reviews"]),
     ],
-    ids=["links", "as-well-as", "not-required", "optional", "real-cue", "need-not-beside", "rather-than"],
+    ids=["links", "as-well-as", "not-required", "optional", "real-cue", "need-not-beside", "rather-than", "emoji", "semicolon-list", "colon-lines", "question-verdict", "no-borrowing"],
 )
 def test_a_sentence_needs_a_cue_that_excludes(tokenizer, row, excluded):
     item = labelled_from_json(row)

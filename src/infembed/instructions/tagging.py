@@ -248,7 +248,7 @@ def _generic(aspect: str) -> bool:
 LINKING = frozenset(
     "a an the and or & plus as well such including include includes like e g i etc of in on at to for from by "
     "with into onto around about over under along within between through via per this that these those which "
-    "who whom whose it its their there here is are was were be been being also too both either".split()
+    "who whom whose it its their there here is are was were be been being both either".split()
 )
 
 
@@ -265,10 +265,19 @@ LOOSENING = re.compile(
 )
 
 
+_PUNCTUATION = frozenset(_EDGE + "…·•+=~^%$@")
+
+
 def _carries_cue(word: str) -> bool:
-    """Whether a word tagged as cue can say an exclusion (not a linking word or punctuation)."""
+    """Whether a word tagged as cue can say an exclusion: not only linking words or punctuation (a symbol such as
+    an emoji can: "pineapple toppings ❌")."""
     tokens = re.findall(r"\w+", word.lower())
-    return bool(tokens) and not all(t in LINKING for t in tokens)
+    if tokens:
+        return not all(t in LINKING for t in tokens)
+    return any(not ch.isspace() and ch not in _PUNCTUATION for ch in word)
+
+
+_LIST_ITEM = re.compile(r"\s*(?:[-*•–—]|\(?\d{1,2}[.)])\s")
 
 
 def decode(
@@ -302,6 +311,24 @@ def decode(
         for start, end in cue_words
         if i not in loosened and a <= start < b and _carries_cue(text[start:end])
     }
+    # a clause whose cue words only link items takes its cue from a neighbour: the clause before it, whose list it
+    # continues ("Exclude: A; B, C and D; E", "Not looking for:" then "- A" and "- B" on their lines), or the
+    # verdict right after a question ("Chromebooks? Nah.", "X? Excluded.")
+    whole = _sentence_spans(text, _GUARD_END)
+    first = set(cued)
+    for i, (a, b) in enumerate(sentences):
+        if i in cued or i in loosened or not any(a <= s < b for s, _ in cue_words):
+            continue
+        same = next(((x, y) for x, y in whole if x <= a < y), None)
+        before = text[sentences[i - 1][0] : sentences[i - 1][1]] if i else ""
+        continues = i - 1 in cued and (
+            (same is not None and same[0] <= sentences[i - 1][0])  # "Exclude: A; B"
+            or before.rstrip().endswith(":")  # "Not looking for:\n- A"
+            or (bool(_LIST_ITEM.match(before)) and bool(_LIST_ITEM.match(text[a:b])))  # "- B" after "- A"
+        )
+        asks = text[a:b].rstrip().endswith("?") and i + 1 in first
+        if continues or asks:
+            cued.add(i)
     words = [
         (s, e, t, p)
         if t == KEEP or t == CUE or any(a <= s < b for i, (a, b) in enumerate(sentences) if i in cued)
