@@ -263,3 +263,17 @@ def test_a_guard_that_names_an_excluded_item_does_not_spare_it():
     assert "hypersonic" not in guard.lower() and "supersonic" in guard
     only_excluded = Instruction("Find papers.", ["Hypersonic Flow"], ["hypersonic flow"])
     assert plan(["x"], lambda text: only_excluded).aspect_guard == [-1]  # nothing searchable left: no guard
+
+
+def test_the_pool_median_is_numpys_exactly():
+    """The range scale's median is computed without np.median's overhead, to the same value (odd and even
+    pools, float32 BM25 scores and float64)."""
+    from infembed.exclusions import _median
+
+    rng = np.random.default_rng(0)
+    for size in (1, 2, 3, 4, 99, 100):
+        for dtype in (np.float32, np.float64):
+            for _ in range(50):
+                sample = (rng.standard_normal(size) * rng.uniform(0.1, 100)).astype(dtype)
+                assert _median(sample) == float(np.median(sample))
+    assert _median(np.array([3.0, 3.0, 1.0, 1.0])) == 2.0
