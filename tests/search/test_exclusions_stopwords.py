@@ -43,6 +43,17 @@ def test_bm25_scores_a_text_without_terms_as_zeros():
     assert (rows == -1).all() and not top_scores.any()
 
 
+def test_bm25_scores_equal_bm25s_own_scores():
+    # one bincount per text over bm25s's sparse index, instead of bm25s's get_scores per text: the same numbers
+    docs = ["wing lift theory", "the boundary layer of a wing", "sourdough bread", "lift and drag of a wing wing"]
+    bm25 = BM25().index(docs)
+    texts = ["wing lift", "wing wing boundary", "bread and butter", "unknown words", "lift drag layer sourdough"]
+    ours = bm25.scores(texts)
+    for row, tokens in enumerate(bm25._tokenize(texts, return_ids=False)):
+        theirs = bm25._model.get_scores(tokens) if bm25._model.get_tokens_ids(tokens) else 0 * ours[row]
+        assert abs(ours[row] - theirs).max() <= 1e-6 * max(1.0, abs(theirs).max())
+
+
 @pytest.mark.parametrize("text", ONLY_STOPWORDS)
 def test_an_aspect_without_searchable_words_is_dropped_and_said(text):
     # auto (the learned decomposer) excludes nothing searchable-less either: the text is kept whole

@@ -78,9 +78,23 @@ class BM25:
         out = np.zeros((len(texts), self.count), dtype=np.float32)
         if not texts:
             return out
-        for row, tokens in enumerate(self._tokenize(texts, return_ids=False)):
-            if tokens:  # bm25s's get_scores indexes the first token: an empty list is an IndexError
-                out[row] = model.get_scores(tokens)
+        tokenized = self._tokenize(texts, return_ids=False)
+        if getattr(model, "nonoccurrence_array", None) is not None:  # BM25L/BM25+: bm25s adds a term per token
+            for row, tokens in enumerate(tokenized):
+                if tokens:  # bm25s's get_scores indexes the first token: an empty list is an IndexError
+                    out[row] = model.get_scores(tokens)
+            return out
+        # bm25s's eager index holds each term's document scores as a sparse column; a text's scores are the sum
+        # of its terms' columns, taken here with one bincount per text instead of bm25s's np.add.at per term
+        # (the exclusion-aware search scores several short texts per query: the aspects and guards)
+        data, indices, indptr = (model.scores[k] for k in ("data", "indices", "indptr"))
+        vocab = model.vocab_dict
+        for row, tokens in enumerate(tokenized):
+            ids = [vocab[t] for t in tokens if t in vocab]
+            if not ids:
+                continue
+            postings = np.concatenate([np.arange(indptr[i], indptr[i + 1]) for i in ids])
+            out[row] = np.bincount(indices[postings], weights=data[postings], minlength=self.count)
         return out
 
     def top_k(self, texts: Sequence[str], k: int) -> tuple[np.ndarray, np.ndarray]:
