@@ -68,6 +68,30 @@ def test_gold_tags_decode_to_the_labelled_split(tokenizer, row, expected):
     assert set(tags) <= {KEEP, CUE, BEGIN, INSIDE, -100}
 
 
+def test_a_hyphenated_compound_is_never_cut_into_aspects_at_its_hyphens(tokenizer):
+    # the model may tag a hyphen inside "shock-boundary-layer interaction" as cue (it links list items elsewhere):
+    # the compound stays one word, so the aspect is not cut into "shock", "boundary", "layer interaction"
+    text = "Skip papers on shock-boundary-layer interaction and on children's kites - the rest is fine."
+    enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+    offsets = [tuple(o) for o in enc["offset_mapping"]]
+    start, end = text.index("shock"), text.index(" and on")
+    kite = text.index("children"), text.index(" - the")
+    tags = []
+    for a, b in offsets:
+        if text[a:b] == "-" and start < a < end:
+            tags.append(CUE)
+        elif a == start or a == kite[0]:
+            tags.append(BEGIN)
+        elif start < a < end or kite[0] < a < kite[1]:
+            tags.append(INSIDE)
+        elif text[a:b] in ("Skip", "and"):
+            tags.append(CUE)
+        else:
+            tags.append(KEEP)
+    split = decode(text, offsets, tags)
+    assert split.exclude == ["shock-boundary-layer interaction", "children's kites"]
+
+
 @pytest.mark.parametrize(
     ("row", "excluded"),
     [
@@ -280,6 +304,21 @@ def test_train_never_replaces_an_output_silently(tmp_path, trained):
         DecomposerTrainConfig(data=str(rows), output=str(copy), epochs=1, batch_size=4, overwrite=True)
     )
     assert (copy / "decomposer.json").is_file()
+
+
+def test_a_device_it_cannot_use_is_one_clear_error(tmp_path):
+    import torch
+
+    from infembed.data.errors import SettingsError
+    from infembed.instructions.decomposer_train import DecomposerTrainConfig, train_decomposer
+
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text("".join(json.dumps(row) + "\n" for row, _ in ROWS), encoding="utf-8")
+    bad = ["tpu"] + ([] if torch.cuda.is_available() else ["cuda"])
+    for device in bad:
+        with pytest.raises(SettingsError, match=f"device '{device}'"):
+            train_decomposer(DecomposerTrainConfig(data=str(rows), output=str(tmp_path / "m"), device=device))
+    assert not (tmp_path / "m").exists()
 
 
 def test_the_adapter_is_saved_and_merged_into_the_backbone(trained, decomposer):

@@ -142,7 +142,7 @@ def lora_weights(model) -> dict[str, Any]:
     from peft import get_peft_model_state_dict
 
     return {
-        LORA_PREFIX + k: v.detach().to(torch.float16).contiguous()
+        LORA_PREFIX + k: v.detach().to("cpu", torch.float16).contiguous()
         for k, v in get_peft_model_state_dict(model).items()
     }
 

@@ -9,7 +9,8 @@ one)::
 
 Each step runs the backbone with its adapter over a batch of similar-length texts (about 20 minutes for the
 3,300 rows on two CPU cores); ``--lora-rank 0`` trains only the head on the frozen backbone's states, computed
-once (minutes, and much weaker). Deterministic for a seed on one machine and thread count.
+once (minutes, and much weaker). On a CUDA device when there is one (``--device``; a few minutes). Deterministic
+for a seed on one machine, device and thread count.
 """
 
 from __future__ import annotations
@@ -69,6 +70,7 @@ class DecomposerTrainConfig:
     holdout: str = setting("", "Leave out the rows of this writer/source (to score them afterwards).")
     max_length: int = setting(256, "Tokens per training instruction (longer ones are cut).")
     seed: int = setting(0, "Seed of the augmentation, the order and the initialisation.")
+    device: str = setting("", "Where to train: cpu, cuda, cuda:1, ... (empty: cuda when there is one, else cpu).")
     overwrite: bool = setting(False, "Replace a decomposer already in --output.")
 
     def __post_init__(self) -> None:
@@ -150,8 +152,8 @@ def _batches(examples: list, batch_size: int, order: random.Random) -> list[list
     return batches
 
 
-def _frozen_features(model, examples, layers, pad, progress):
-    """The frozen backbone's states, once per text (sorted by length: little padding)."""
+def _frozen_features(model, examples, layers, pad, progress, device):
+    """The frozen backbone's states, once per text (sorted by length: little padding), kept on ``device``."""
     import torch
 
     features: list[torch.Tensor] = [torch.empty(0)] * len(examples)
@@ -164,7 +166,7 @@ def _frozen_features(model, examples, layers, pad, progress):
             mask = (
                 torch.arange(length)[None, :] < torch.tensor([len(examples[k][0]) for k in chunk])[:, None]
             ).long()
-            states = token_features(model, ids, mask, layers)
+            states = token_features(model, ids.to(device), mask.to(device), layers)
             for row, k in enumerate(chunk):
                 features[k] = states[row, : len(examples[k][0])].clone()
             if progress is not None:
@@ -183,6 +185,7 @@ def train_decomposer(
 
     from infembed.data.jsonl import atomic_dir
     from infembed.instructions.decomposer import TaggingHead
+    from infembed.model.encoder import resolve_device
     from infembed.model.retriever import default_model_path
 
     layers = config.layers()
@@ -191,11 +194,17 @@ def train_decomposer(
     train_rows = [r for r in rows if not config.holdout or r.source != config.holdout]
     if config.holdout and len(train_rows) == len(rows):
         raise SettingsError(f"holdout {config.holdout!r} names no writer/source of the rows")
+    try:
+        device = resolve_device(config.device or None)
+    except RuntimeError as error:
+        raise SettingsError(f"device {config.device!r}: {error}") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise SettingsError(f"device {config.device!r}: this machine has no CUDA device")
     torch.manual_seed(config.seed)
     started = time.time()
     backbone = default_model_path()
     tokenizer = AutoTokenizer.from_pretrained(backbone)
-    model = load_backbone(backbone).eval()
+    model = load_backbone(backbone).eval().to(device)
     examples = []
     for item in augmented(train_rows, config.seed, config.joins):
         enc = tokenizer(item.text, truncation=True, max_length=config.max_length, return_offsets_mapping=True)
@@ -206,7 +215,7 @@ def train_decomposer(
         model.train()
         features: list[torch.Tensor] = []
     else:
-        features = _frozen_features(model, examples, layers, pad, progress)
+        features = _frozen_features(model, examples, layers, pad, progress, device)
     shape = {
         "feature_layers": layers,
         "projection": config.projection,
@@ -214,7 +223,7 @@ def train_decomposer(
         "hidden": int(model.config.hidden_size),
         "lora": lora_shape(config.lora_rank),
     }
-    head = TaggingHead.from_config(shape, dropout=config.dropout)
+    head = TaggingHead.from_config(shape, dropout=config.dropout).to(device)
     trained = [*head.parameters(), *(p for p in model.parameters() if p.requires_grad)]
     optimizer = torch.optim.AdamW(trained, lr=config.learning_rate, weight_decay=0.01)
     steps_per_epoch = math.ceil(len(examples) / config.batch_size)
@@ -234,12 +243,13 @@ def train_decomposer(
                     [torch.tensor(examples[k][0]) for k in batch], batch_first=True, padding_value=pad
                 )
                 mask = (torch.arange(ids.shape[1])[None, :] < lengths[:, None]).long()
-                inputs = token_features(model, ids, mask, layers)
+                inputs = token_features(model, ids.to(device), mask.to(device), layers)
             else:
                 inputs = torch.nn.utils.rnn.pad_sequence([features[k] for k in batch], batch_first=True)
             labels = torch.full(inputs.shape[:2], IGNORE, dtype=torch.long)
             for row, k in enumerate(batch):
                 labels[row, : len(examples[k][1])] = torch.tensor(examples[k][1])
+            labels, lengths = labels.to(device), lengths.to(device)
             logits = head(inputs, lengths)
             loss = torch.nn.functional.cross_entropy(
                 logits.reshape(-1, len(TAGS)), labels.reshape(-1), ignore_index=IGNORE
@@ -253,7 +263,7 @@ def train_decomposer(
             loss_value = float(loss.detach())
             if progress is not None:
                 progress("training", step, total)
-    weights = {k: v.detach().to(torch.float16).contiguous() for k, v in head.state_dict().items()}
+    weights = {k: v.detach().to("cpu", torch.float16).contiguous() for k, v in head.state_dict().items()}
     weights.update(lora_weights(model) if config.lora_rank else {})
     summary = {
         "format": FORMAT,
