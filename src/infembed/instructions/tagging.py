@@ -166,6 +166,7 @@ def token_tags(item: LabelledInstruction, offsets: Sequence[tuple[int, int]]) ->
 
 # ----------------------------------------------------------------------------------------------- decoding
 _WORD = re.compile(r"\w", re.UNICODE)
+_JOINERS = frozenset("-'’‐‑")
 _EDGE = " \t\n\r\"'`“”‘’«».,;:!?()[]{}<>-–—/*_#&|"
 _SENTENCE_END = re.compile(r"[.!?;]+(?=\s|$)|\n+")
 
@@ -178,16 +179,26 @@ def _words(
     text: str, offsets: Sequence[tuple[int, int]], tags: Sequence[int], scores: Sequence[float]
 ) -> Iterator[tuple[int, int, int, float]]:
     """``(start, end, tag, score)`` per word: a token glued to the previous one (no space between, both word
-    characters) belongs to its word, which takes the tag and the score of its first token."""
+    characters) belongs to its word, which takes the tag and the score of its first token; so does a hyphen or
+    an apostrophe between two word characters and the token after it ("shock-boundary-layer", "children's"),
+    so that a compound is never cut into aspects at its hyphens."""
+    spans = [(s, e) for s, e in offsets]
     current: list | None = None
-    for (start, end), tag, score in zip(offsets, tags, scores):
+    for k, ((start, end), tag, score) in enumerate(zip(offsets, tags, scores)):
         if end <= start:
             continue
-        glued = (
-            current is not None
-            and start == current[1]
-            and _WORD.match(text[start])
-            and _WORD.match(text[current[1] - 1])
+        before = text[current[1] - 1] if current is not None and start == current[1] else ""
+        glued = bool(before) and (
+            (_WORD.match(before) and _WORD.match(text[start]))
+            or (  # a joiner between two word characters, the next token touching it
+                _WORD.match(before)
+                and end == start + 1
+                and text[start] in _JOINERS
+                and k + 1 < len(spans)
+                and spans[k + 1][0] == end
+                and _WORD.match(text[end])
+            )
+            or (before in _JOINERS and current[1] - current[0] > 1 and _WORD.match(text[start]))  # after it
         )
         if glued:
             current[1] = end
