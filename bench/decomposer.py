@@ -1,14 +1,15 @@
 """How well each splitter finds excluded aspects, on tables it was not trained on, and how fast (docs/instructions.md).
 
     .venv/bin/python bench/decomposer.py                 # every table, rules vs auto (the shipped decomposer), + latency
-    .venv/bin/python bench/decomposer.py --tables bench/decomposer-blind/table-1.jsonl --misses
+    .venv/bin/python bench/decomposer.py --tables bench/decomposer-blind/table-10.jsonl --misses
     .venv/bin/infembed decomposer train --holdout writer-C --output runs/decomposer-no-c   # another one, by path:
     .venv/bin/python bench/decomposer.py --decomposer runs/decomposer-no-c --tables data/decomposer/writer-c.jsonl
 
 Tables: the phrasing tables of tests/instructions (the independent one, the implementer's, blind 1-5: written
 for and used to tune the rules splitter, never seen by the learned decomposer) and JSONL tables
 (``{"text", "aspects"}`` per line; ``aspects: []`` for a plain instruction): by default
-``bench/decomposer-blind/*.jsonl``, the tables written blind after the shipped decomposer was frozen. Metric:
+``bench/decomposer-blind/*.jsonl``, tables written blind after a shipped decomposer was frozen (``retired/`` holds
+the first six, since trained on: ``--tables bench/decomposer-blind/retired/*.jsonl`` to score them). Metric:
 infembed.instructions.scoring (recall, precision, plain instructions split). Then the decomposer's latency (the
 shipped one, or ``--decomposer``'s): one instruction at a time, uncached (a fresh cache per text) and cached,
 p50/p95 over the tables' instructions, torch on ``--threads`` threads.
