@@ -68,6 +68,36 @@ def test_gold_tags_decode_to_the_labelled_split(tokenizer, row, expected):
     assert set(tags) <= {KEEP, CUE, BEGIN, INSIDE, -100}
 
 
+@pytest.mark.parametrize(
+    ("text", "excluded", "clause"),
+    [
+        # an exception or reason clause after an exclusion: the model tags it as part of the exclusion (cue), but
+        # what it names is not excluded
+        ("Spin liquids. Muon studies are off-topic unless they also report neutron data.", ["Muon studies"], "unless they also report neutron data"),
+        ("Lenses for canon, nothing from outside the EU because of import taxes.", ["outside the EU"], "because of import taxes"),
+        # a reason before the exclusion is no exception; a clause joined on after the reason excludes again
+        ("Because I am vegan, skip anything with meat.", ["meat"], "Because I am vegan, skip anything with"),
+        ("Phones, nothing with a tiny screen because his eyes are bad, and no flip phones.", ["tiny screen", "flip phones"], "because his eyes are bad, and no"),
+    ],
+)
+def test_an_exception_or_reason_clause_is_not_excluded(tokenizer, text, excluded, clause):
+    enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+    offsets = [tuple(o) for o in enc["offset_mapping"]]
+    named = {"Muon studies", "neutron data", "outside the EU", "import taxes", "meat", "tiny screen", "flip phones"}
+    spans = [(text.index(n), text.index(n) + len(n)) for n in named if n in text]
+    cue = (text.index(clause), text.index(clause) + len(clause))
+    tags = []
+    for a, b in offsets:
+        inside = next((s for s, e in spans if s <= a < e), None)
+        if inside is not None:
+            tags.append(BEGIN if a == inside else INSIDE)
+        elif cue[0] <= a < cue[1] or text[a:b] in ("are", "off", "-", "topic", "nothing", "from"):
+            tags.append(CUE)
+        else:
+            tags.append(KEEP)
+    assert decode(text, offsets, tags).exclude == excluded
+
+
 def test_a_hyphenated_compound_is_never_cut_into_aspects_at_its_hyphens(tokenizer):
     # the model may tag a hyphen inside "shock-boundary-layer interaction" as cue (it links list items elsewhere):
     # the compound stays one word, so the aspect is not cut into "shock", "boundary", "layer interaction"

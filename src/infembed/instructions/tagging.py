@@ -288,6 +288,35 @@ def _carries_cue(word: str) -> bool:
     return any(not ch.isspace() and ch not in _PUNCTUATION for ch in word)
 
 
+#: Words that open a clause stating an exception to an exclusion or a reason for it ("X is off-topic *unless they
+#: also report Y*", "skip Z *because it crashes*"): what follows them is not what is excluded.
+EXCEPTION = re.compile(
+    r"\b(?:unless|even (?:if|though|where|when)|provided(?: that)?|providing|as long as|so long as|because|since|"
+    r"although|though|given that|except (?:when|where|if))\b",
+    re.IGNORECASE,
+)
+
+
+def _in_exception(start: int, text: str, sentences: Sequence[tuple[int, int]], aspects: Sequence[Sequence[int]]) -> bool:
+    """Whether an aspect starting at ``start`` lies in an exception or reason clause (:data:`EXCEPTION`, up to the
+    end of its sentence) opened after another aspect of the sentence was excluded: "Muon spin studies are off-topic
+    unless they also report neutron data" excludes muon spin studies, not neutron data. The model tags such a clause
+    as part of the exclusion (cue), so it is told by its place: "Because I'm vegan, skip meat" keeps meat. The clause
+    ends where a new one is joined on ("no X because Y, and no Z" excludes Z)."""
+    a, b = next(((x, y) for x, y in sentences if x <= start < y), (0, len(text)))
+    for match in EXCEPTION.finditer(text, a, b):
+        after = _NEXT_CLAUSE.search(text, match.end(), b)  # "..., and please no flip phones": a clause of its own
+        if (
+            match.end() <= start < (after.start() if after else b)
+            and any(a <= other[0] and other[1] <= match.start() for other in aspects)
+        ):
+            return True
+    return False
+
+
+_NEXT_CLAUSE = re.compile(r"[,\u2014\u2013]\s*(?:and|but|or|plus|also|oh and)\b|\s[\u2014\u2013-]\s", re.IGNORECASE)
+
+
 _LIST_ITEM = re.compile(r"\s*(?:[-*•–—]|\(?\d{1,2}[.)])\s")
 
 
@@ -355,6 +384,7 @@ def decode(
             aspects[-1][1], aspects[-1][3] = end, k
         previous = tag
     weak = [a for a in aspects if sum(w[3] for w in words[a[2] : a[3] + 1]) / (a[3] - a[2] + 1) < min_score]
+    weak += [a for a in aspects if a not in weak and _in_exception(a[0], text, sentences, aspects)]
     generic = [a for a in aspects if a not in weak and _generic(text[a[0] : a[1]])]
     dropped = [_clean_aspect(text[a[0] : a[1]]) for a in generic if _clean_aspect(text[a[0] : a[1]])]
     weak += generic
