@@ -182,7 +182,6 @@ def _words(
     characters) belongs to its word, which takes the tag and the score of its first token; so does a hyphen or
     an apostrophe between two word characters and the token after it ("shock-boundary-layer", "children's"),
     so that a compound is never cut into aspects at its hyphens."""
-    spans = [(s, e) for s, e in offsets]
     current: list | None = None
     for k, ((start, end), tag, score) in enumerate(zip(offsets, tags, scores)):
         if end <= start:
@@ -194,8 +193,8 @@ def _words(
                 _WORD.match(before)
                 and end == start + 1
                 and text[start] in _JOINERS
-                and k + 1 < len(spans)
-                and spans[k + 1][0] == end
+                and k + 1 < len(offsets)
+                and offsets[k + 1][0] == end
                 and _WORD.match(text[end])
             )
             or (before in _JOINERS and current[1] - current[0] > 1 and _WORD.match(text[start]))  # after it
@@ -295,6 +294,8 @@ EXCEPTION = re.compile(
     r"although|though|given that|except (?:when|where|if))\b",
     re.IGNORECASE,
 )
+#: Where a clause of its own is joined on after an exception or reason ("..., and please no flip phones").
+_NEXT_CLAUSE = re.compile(r"[,\u2014\u2013]\s*(?:and|but|or|plus|also|oh and)\b|\s[\u2014\u2013-]\s", re.IGNORECASE)
 
 
 def _in_exception(start: int, text: str, sentences: Sequence[tuple[int, int]], aspects: Sequence[Sequence[int]]) -> bool:
@@ -313,8 +314,6 @@ def _in_exception(start: int, text: str, sentences: Sequence[tuple[int, int]], a
             return True
     return False
 
-
-_NEXT_CLAUSE = re.compile(r"[,\u2014\u2013]\s*(?:and|but|or|plus|also|oh and)\b|\s[\u2014\u2013-]\s", re.IGNORECASE)
 
 
 _LIST_ITEM = re.compile(r"\s*(?:[-*•–—]|\(?\d{1,2}[.)])\s")
