@@ -78,12 +78,16 @@ def test_gold_tags_decode_to_the_labelled_split(tokenizer, row, expected):
         # a reason before the exclusion is no exception; a clause joined on after the reason excludes again
         ("Because I am vegan, skip anything with meat.", ["meat"], "Because I am vegan, skip anything with"),
         ("Phones, nothing with a tiny screen because his eyes are bad, and no flip phones.", ["tiny screen", "flip phones"], "because his eyes are bad, and no"),
+        # a turn back to what is wanted after the exclusion; "don't focus on" is none
+        ("Soil claims: skip the marketing copy and stick to field trials.", ["marketing copy"], "skip the marketing copy and stick to field trials"),
+        ("Energy: skip wind farms, and don't focus on solar either.", ["wind farms", "solar"], "skip wind farms, and don't focus on solar"),
     ],
 )
 def test_an_exception_or_reason_clause_is_not_excluded(tokenizer, text, excluded, clause):
     enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
     offsets = [tuple(o) for o in enc["offset_mapping"]]
     named = {"Muon studies", "neutron data", "outside the EU", "import taxes", "meat", "tiny screen", "flip phones"}
+    named |= {"marketing copy", "field trials", "wind farms", "solar"}
     spans = [(text.index(n), text.index(n) + len(n)) for n in named if n in text]
     cue = (text.index(clause), text.index(clause) + len(clause))
     tags = []
@@ -120,6 +124,25 @@ def test_a_hyphenated_compound_is_never_cut_into_aspects_at_its_hyphens(tokenize
             tags.append(KEEP)
     split = decode(text, offsets, tags)
     assert split.exclude == ["shock-boundary-layer interaction", "children's kites"]
+
+
+@pytest.mark.parametrize(
+    ("text", "excluded", "keep"),
+    [
+        ("vite ssr hydration mismatch -webpack", ["webpack"], "vite ssr hydration mismatch"),
+        ("wireguard site-to-site -tailscale -zerotier", ["tailscale", "zerotier"], "wireguard site-to-site"),
+        ('hiking boots -"gore tex" waterproof', ["gore tex"], "hiking boots waterproof"),
+        ("-reddit tokio vs smol -site:medium.com.", ["reddit", "medium.com"], "tokio vs smol"),
+        # a minus before a number, a hyphen inside a word, a dash between spaces: no operator
+        ("winter lows of -40 degrees in e-mail archives - a dash", [], None),
+    ],
+)
+def test_a_search_box_minus_excludes_its_term_where_the_model_tags_nothing(tokenizer, text, excluded, keep):
+    enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+    offsets = [tuple(o) for o in enc["offset_mapping"]]
+    split = decode(text, offsets, [KEEP] * len(offsets))
+    assert split.exclude == excluded
+    assert split.keep == (keep if keep is not None else text)
 
 
 @pytest.mark.parametrize(

@@ -287,11 +287,13 @@ def _carries_cue(word: str) -> bool:
     return any(not ch.isspace() and ch not in _PUNCTUATION for ch in word)
 
 
-#: Words that open a clause stating an exception to an exclusion or a reason for it ("X is off-topic *unless they
-#: also report Y*", "skip Z *because it crashes*"): what follows them is not what is excluded.
+#: Words that open a clause stating an exception to an exclusion, a reason for it, or a turn back to what is wanted
+#: ("X is off-topic *unless they also report Y*", "skip Z *because it crashes*", "skip X *and stick to Y*", "cut
+#: X *in favour of Y*"): what follows them is not what is excluded.
 EXCEPTION = re.compile(
     r"\b(?:unless|even (?:if|though|where|when)|provided(?: that)?|providing|as long as|so long as|because|since|"
-    r"although|though|given that|except (?:when|where|if))\b",
+    r"although|though|given that|except (?:when|where|if)|in favou?r of|stick(?:ing)? (?:to|with)|"
+    r"(?<!not )(?<!n't )(?:focus(?:ing)?|concentrat(?:e|ing)) (?:instead )?on|what (?:I|we) (?:need|want) is)\b",
     re.IGNORECASE,
 )
 #: Where a clause of its own is joined on after an exception or reason ("..., and please no flip phones").
@@ -316,6 +318,25 @@ def _in_exception(start: int, text: str, sentences: Sequence[tuple[int, int]], a
 
 
 
+#: Search-box syntax: ``-term``, ``-"a phrase"`` or ``-site:term`` after a space (or first) excludes the term, as
+#: web search engines read it ("vite ssr hydration -webpack"); a hyphen inside a word, a dash between spaces or a
+#: minus before a number is none. The model misses it (a hyphen is seldom a cue in prose): decoding reads syntax.
+OPERATOR = re.compile(r'(?:^|(?<=\s))-(?:[a-z]+:)?(?:"([^"\n]+)"|([^\W\d_][^\s,;!?()\[\]{}"]*))')
+
+
+def _operators(text: str, words: list[tuple[int, int, int, float]]) -> list[int]:
+    """Tags each :data:`OPERATOR`'s minus and quotes as cue and its term as one aspect (score 1), in place; the
+    operators' start offsets."""
+    for match in OPERATOR.finditer(text):
+        a, b = match.span(1) if match.group(1) is not None else match.span(2)
+        first = True
+        for k, (s, e, _, _) in enumerate(words):
+            if match.start() <= s < match.end():
+                words[k] = (s, e, CUE, 1.0) if not a <= s < b else (s, e, BEGIN if first else INSIDE, 1.0)
+                first = first and not a <= s < b
+    return [m.start() for m in OPERATOR.finditer(text)]
+
+
 _LIST_ITEM = re.compile(r"\s*(?:[-*•–—]|\(?\d{1,2}[.)])\s")
 
 
@@ -338,6 +359,7 @@ def decode(
     comes back whole."""
     words = list(_words(text, offsets, tags, scores if scores is not None else [1.0] * len(tags)))
     sentences = _sentence_spans(text)
+    operators = _operators(text, words)
     # a cue word inside a negation that loosens ("X is not required", "Y is optional") says no exclusion
     loosening = [m.span() for m in LOOSENING.finditer(text)]
     cue_words = [(start, end) for start, end, tag, _ in words if tag == CUE]
@@ -350,6 +372,7 @@ def decode(
         for start, end in cue_words
         if i not in loosened and a <= start < b and _carries_cue(text[start:end])
     }
+    cued |= {i for i, (a, b) in enumerate(sentences) for start in operators if a <= start < b}
     # a clause whose cue words only link items takes its cue from a neighbour: the clause before it, whose list it
     # continues ("Exclude: A; B, C and D; E", "Not looking for:" then "- A" and "- B" on their lines), or the
     # verdict right after a question ("Chromebooks? Nah.", "X? Excluded.")
