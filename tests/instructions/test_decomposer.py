@@ -135,6 +135,8 @@ def test_a_hyphenated_compound_is_never_cut_into_aspects_at_its_hyphens(tokenize
         ("-reddit tokio vs smol -site:medium.com.", ["reddit", "medium.com"], "tokio vs smol"),
         # a minus before a number, a hyphen inside a word, a dash between spaces: no operator
         ("winter lows of -40 degrees in e-mail archives - a dash", [], None),
+        # command-line flags are no operators
+        ("why does ls -la hide files; java -jar app.jar; gcc -std=c++20; docker run -it", [], None),
     ],
 )
 def test_a_search_box_minus_excludes_its_term_where_the_model_tags_nothing(tokenizer, text, excluded, keep):

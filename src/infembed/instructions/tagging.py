@@ -317,16 +317,17 @@ def _in_exception(start: int, text: str, sentences: Sequence[tuple[int, int]], a
     return False
 
 
-
 #: Search-box syntax: ``-term``, ``-"a phrase"`` or ``-site:term`` after a space (or first) excludes the term, as
-#: web search engines read it ("vite ssr hydration -webpack"); a hyphen inside a word, a dash between spaces or a
-#: minus before a number is none. The model misses it (a hyphen is seldom a cue in prose): decoding reads syntax.
-OPERATOR = re.compile(r'(?:^|(?<=\s))-(?:[a-z]+:)?(?:"([^"\n]+)"|([^\W\d_][^\s,;!?()\[\]{}"]*))')
+#: web search engines read it ("vite ssr hydration -webpack"); a hyphen inside a word, a dash between spaces, a minus
+#: before a number or a command-line flag ("-la", "-std=c++20", "java -jar app.jar") is none.
+OPERATOR = re.compile(
+    r'(?:^|(?<=\s))-(?:[a-z]+:)?(?:"([^"\n]+)"|([^\W\d_][^\s,;!?()\[\]{}"=/\\]{2,})(?![=/\\\w])(?!\s+["\'*./~]|\s+\S*[./]\w))'
+)
 
 
 def _operators(text: str, words: list[tuple[int, int, int, float]]) -> list[int]:
-    """Tags each :data:`OPERATOR`'s minus and quotes as cue and its term as one aspect (score 1), in place; the
-    operators' start offsets."""
+    """Tags each :data:`OPERATOR`'s minus and quotes as cue and its term as one aspect (score 1), in place (the
+    model seldom reads a hyphen as a cue; this is syntax, not phrasing); the operators' start offsets."""
     for match in OPERATOR.finditer(text):
         a, b = match.span(1) if match.group(1) is not None else match.span(2)
         first = True
