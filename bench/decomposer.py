@@ -1,7 +1,7 @@
 """How well each splitter finds excluded aspects, on tables it was not trained on, and how fast (docs/instructions.md).
 
     .venv/bin/python bench/decomposer.py                 # every table, rules vs auto (the shipped decomposer), + latency
-    .venv/bin/python bench/decomposer.py --tables bench/decomposer-blind/table-10.jsonl --misses
+    .venv/bin/python bench/decomposer.py --tables bench/decomposer-blind/table-19.jsonl --misses
     .venv/bin/infembed decomposer train --holdout writer-C --output runs/decomposer-no-c   # another one, by path:
     .venv/bin/python bench/decomposer.py --decomposer runs/decomposer-no-c --tables data/decomposer/writer-c.jsonl
 

@@ -164,20 +164,20 @@ def test_rules_splitter_on_the_blind_tables(positive, plain, request):
     assert r["false_exclusions"] <= KNOWN_BLIND_FALSE_EXCLUSIONS[table], report
 
 
-# The shipped learned decomposer (auto) on the tables written blind after it was frozen (bench/decomposer-blind,
-# rounds 4-6): its figures as measured then (docs/instructions.md), so that a change of weights or decoding that
+# The shipped learned decomposer (auto) on the tables of bench/decomposer-blind it was not trained on (rounds 6-8;
+# round 6 and round 7 were read to choose it, round 8 was blind for it): its figures as measured when it was
+# shipped (docs/instructions.md), so that a change of weights or decoding that
 # loses ground on phrasings nobody tuned for shows here. Floors are the measured figures less 0.02 (a borderline
 # token may be tagged otherwise by another CPU's kernels); plain instructions split, measured + 1.
 AUTO_BLIND = {
-    "table-10": (0.954, 0.901, 1),
-    "table-11": (0.892, 0.928, 1),
-    "table-12": (0.941, 0.922, 1),
-    "table-13": (0.926, 0.829, 4),
-    "table-14": (0.856, 0.827, 4),
-    "table-15": (0.861, 0.928, 0),
-    "table-16": (0.953, 0.970, 2),
-    "table-17": (0.923, 0.879, 2),
-    "table-18": (0.856, 0.896, 2),
+    "table-16": (0.977, 0.929, 3),
+    "table-17": (0.937, 0.916, 1),
+    "table-18": (0.894, 0.893, 4),
+    "table-19": (0.971, 0.945, 0),
+    "table-20": (0.949, 0.962, 0),
+    "table-21": (0.899, 0.957, 1),
+    "table-22": (0.908, 0.892, 3),
+    "table-23": (0.946, 0.942, 1),
 }
 
 
