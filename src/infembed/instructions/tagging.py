@@ -14,6 +14,7 @@ back into an :class:`~infembed.instructions.Instruction`.
 
 from __future__ import annotations
 
+import bisect
 import random
 import re
 from collections.abc import Iterator, Sequence
@@ -300,19 +301,17 @@ EXCEPTION = re.compile(
 _NEXT_CLAUSE = re.compile(r"[,\u2014\u2013]\s*(?:and|but|or|plus|also|oh and)\b|\s[\u2014\u2013-]\s", re.IGNORECASE)
 
 
-def _in_exception(start: int, text: str, sentences: Sequence[tuple[int, int]], aspects: Sequence[Sequence[int]]) -> bool:
+def _in_exception(start: int, text: str, sentences: Sequence[tuple[int, int]], aspects: Sequence[Sequence[int]], exceptions: Sequence[re.Match[str]]) -> bool:
     """Whether an aspect starting at ``start`` lies in an exception or reason clause (:data:`EXCEPTION`, up to the
     end of its sentence) opened after another aspect of the sentence was excluded: "Muon spin studies are off-topic
     unless they also report neutron data" excludes muon spin studies, not neutron data. The model tags such a clause
     as part of the exclusion (cue), so it is told by its place: "Because I'm vegan, skip meat" keeps meat. The clause
-    ends where a new one is joined on ("no X because Y, and no Z" excludes Z)."""
+    ends where a new one is joined on ("no X because Y, and no Z" excludes Z). ``exceptions``: the text's matches."""
     a, b = next(((x, y) for x, y in sentences if x <= start < y), (0, len(text)))
-    for match in EXCEPTION.finditer(text, a, b):
+    for match in (m for m in exceptions if a <= m.start() and m.end() <= b):
         after = _NEXT_CLAUSE.search(text, match.end(), b)  # "..., and please no flip phones": a clause of its own
-        if (
-            match.end() <= start < (after.start() if after else b)
-            and any(a <= other[0] and other[1] <= match.start() for other in aspects)
-        ):
+        inside = match.end() <= start < (after.start() if after else b)
+        if inside and any(a <= other[0] and other[1] <= match.start() for other in aspects):
             return True
     return False
 
@@ -328,14 +327,15 @@ OPERATOR = re.compile(
 def _operators(text: str, words: list[tuple[int, int, int, float]]) -> list[int]:
     """Tags each :data:`OPERATOR`'s minus and quotes as cue and its term as one aspect (score 1), in place (the
     model seldom reads a hyphen as a cue; this is syntax, not phrasing); the operators' start offsets."""
+    found, starts = [], [w[0] for w in words]  # words in text order: each operator's words found by bisection
     for match in OPERATOR.finditer(text):
         a, b = match.span(1) if match.group(1) is not None else match.span(2)
-        first = True
-        for k, (s, e, _, _) in enumerate(words):
-            if match.start() <= s < match.end():
-                words[k] = (s, e, CUE, 1.0) if not a <= s < b else (s, e, BEGIN if first else INSIDE, 1.0)
-                first = first and not a <= s < b
-    return [m.start() for m in OPERATOR.finditer(text)]
+        found.append(match.start())
+        for k in range(bisect.bisect_left(starts, match.start()), bisect.bisect_left(starts, match.end())):
+            s, e = words[k][:2]
+            tag = CUE if not a <= s < b else BEGIN if k == 0 or words[k - 1][0] < a else INSIDE
+            words[k] = (s, e, tag, 1.0)
+    return found
 
 
 _LIST_ITEM = re.compile(r"\s*(?:[-*•–—]|\(?\d{1,2}[.)])\s")
@@ -407,7 +407,8 @@ def decode(
             aspects[-1][1], aspects[-1][3] = end, k
         previous = tag
     weak = [a for a in aspects if sum(w[3] for w in words[a[2] : a[3] + 1]) / (a[3] - a[2] + 1) < min_score]
-    weak += [a for a in aspects if a not in weak and _in_exception(a[0], text, sentences, aspects)]
+    exceptions = list(EXCEPTION.finditer(text)) if aspects else []
+    weak += [a for a in aspects if a not in weak and _in_exception(a[0], text, sentences, aspects, exceptions)]
     generic = [a for a in aspects if a not in weak and _generic(text[a[0] : a[1]])]
     dropped = [_clean_aspect(text[a[0] : a[1]]) for a in generic if _clean_aspect(text[a[0] : a[1]])]
     weak += generic
