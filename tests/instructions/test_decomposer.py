@@ -73,20 +73,48 @@ def test_gold_tags_decode_to_the_labelled_split(tokenizer, row, expected):
     [
         # an exception or reason clause after an exclusion: the model tags it as part of the exclusion (cue), but
         # what it names is not excluded
-        ("Spin liquids. Muon studies are off-topic unless they also report neutron data.", ["Muon studies"], "unless they also report neutron data"),
-        ("Lenses for canon, nothing from outside the EU because of import taxes.", ["outside the EU"], "because of import taxes"),
+        (
+            "Spin liquids. Muon studies are off-topic unless they also report neutron data.",
+            ["Muon studies"],
+            "unless they also report neutron data",
+        ),
+        (
+            "Lenses for canon, nothing from outside the EU because of import taxes.",
+            ["outside the EU"],
+            "because of import taxes",
+        ),
         # a reason before the exclusion is no exception; a clause joined on after the reason excludes again
         ("Because I am vegan, skip anything with meat.", ["meat"], "Because I am vegan, skip anything with"),
-        ("Phones, nothing with a tiny screen because his eyes are bad, and no flip phones.", ["tiny screen", "flip phones"], "because his eyes are bad, and no"),
+        (
+            "Phones, nothing with a tiny screen because his eyes are bad, and no flip phones.",
+            ["tiny screen", "flip phones"],
+            "because his eyes are bad, and no",
+        ),
         # a turn back to what is wanted after the exclusion; "don't focus on" is none
-        ("Soil claims: skip the marketing copy and stick to field trials.", ["marketing copy"], "skip the marketing copy and stick to field trials"),
-        ("Energy: skip wind farms, and don't focus on solar either.", ["wind farms", "solar"], "skip wind farms, and don't focus on solar"),
+        (
+            "Soil claims: skip the marketing copy and stick to field trials.",
+            ["marketing copy"],
+            "skip the marketing copy and stick to field trials",
+        ),
+        (
+            "Energy: skip wind farms, and don't focus on solar either.",
+            ["wind farms", "solar"],
+            "skip wind farms, and don't focus on solar",
+        ),
     ],
 )
 def test_an_exception_or_reason_clause_is_not_excluded(tokenizer, text, excluded, clause):
     enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
     offsets = [tuple(o) for o in enc["offset_mapping"]]
-    named = {"Muon studies", "neutron data", "outside the EU", "import taxes", "meat", "tiny screen", "flip phones"}
+    named = {
+        "Muon studies",
+        "neutron data",
+        "outside the EU",
+        "import taxes",
+        "meat",
+        "tiny screen",
+        "flip phones",
+    }
     named |= {"marketing copy", "field trials", "wind farms", "solar"}
     spans = [(text.index(n), text.index(n) + len(n)) for n in named if n in text]
     cue = (text.index(clause), text.index(clause) + len(clause))
@@ -151,25 +179,122 @@ def test_a_search_box_minus_excludes_its_term_where_the_model_tags_nothing(token
     ("row", "excluded"),
     [
         # the model tags list links as cue ("around X or in Y" in a long narrative sentence): no exclusion
-        ({"text": "Flows behind shocks, around blunt noses or in expanding nozzles.", "aspects": ["blunt noses", "expanding nozzles"], "clauses": ["around blunt noses or in expanding nozzles"]}, []),
-        ({"text": "Studies of X, as well as the effects of suction.", "aspects": ["effects of suction"], "clauses": [", as well as the effects of suction"]}, []),
+        (
+            {
+                "text": "Flows behind shocks, around blunt noses or in expanding nozzles.",
+                "aspects": ["blunt noses", "expanding nozzles"],
+                "clauses": ["around blunt noses or in expanding nozzles"],
+            },
+            [],
+        ),
+        (
+            {
+                "text": "Studies of X, as well as the effects of suction.",
+                "aspects": ["effects of suction"],
+                "clauses": [", as well as the effects of suction"],
+            },
+            [],
+        ),
         # a negation that loosens says no exclusion, even with other words tagged as cue
-        ({"text": "Results for plates. Explicit treatment of Joule heating is not required.", "aspects": ["Joule heating"], "clauses": ["Explicit treatment of Joule heating is not required."]}, []),
-        ({"text": "Walnut brownies; walnuts are optional.", "aspects": ["walnuts"], "clauses": ["walnuts are optional"]}, []),
+        (
+            {
+                "text": "Results for plates. Explicit treatment of Joule heating is not required.",
+                "aspects": ["Joule heating"],
+                "clauses": ["Explicit treatment of Joule heating is not required."],
+            },
+            [],
+        ),
+        (
+            {
+                "text": "Walnut brownies; walnuts are optional.",
+                "aspects": ["walnuts"],
+                "clauses": ["walnuts are optional"],
+            },
+            [],
+        ),
         # real cues keep their aspects, also beside a loosening sentence
-        ({"text": "Flows around blunt noses are not relevant.", "aspects": ["blunt noses"], "clauses": ["Flows around blunt noses are not relevant."]}, ["blunt noses"]),
-        ({"text": "Cost data need not be given. Carbon frames are a hard pass.", "aspects": ["Carbon frames"], "clauses": ["Carbon frames are a hard pass."]}, ["Carbon frames"]),
-        ({"text": "Hybrid cars rather than electric ones.", "aspects": ["electric ones"], "clauses": [" rather than electric ones"]}, ["electric ones"]),
+        (
+            {
+                "text": "Flows around blunt noses are not relevant.",
+                "aspects": ["blunt noses"],
+                "clauses": ["Flows around blunt noses are not relevant."],
+            },
+            ["blunt noses"],
+        ),
+        (
+            {
+                "text": "Cost data need not be given. Carbon frames are a hard pass.",
+                "aspects": ["Carbon frames"],
+                "clauses": ["Carbon frames are a hard pass."],
+            },
+            ["Carbon frames"],
+        ),
+        (
+            {
+                "text": "Hybrid cars rather than electric ones.",
+                "aspects": ["electric ones"],
+                "clauses": [" rather than electric ones"],
+            },
+            ["electric ones"],
+        ),
         # a symbol can be the cue; a clause that only links continues the list before it, or takes the verdict
         # after its question
-        ({"text": "pizza open now, pineapple toppings ❌", "aspects": ["pineapple toppings"], "clauses": ["pineapple toppings ❌"]}, ["pineapple toppings"]),
-        ({"text": "Exclude: bodies of revolution; ogives, cones and wedges.", "aspects": ["bodies of revolution", "ogives", "cones", "wedges"], "clauses": ["Exclude: bodies of revolution; ogives, cones and wedges."]}, ["bodies of revolution", "ogives", "cones", "wedges"]),
-        ({"text": "Go logging.\nNot looking for:\n- Python tutorials\n- Java tutorials", "aspects": ["Python tutorials", "Java tutorials"], "clauses": ["Not looking for:\n- Python tutorials\n- Java tutorials"]}, ["Python tutorials", "Java tutorials"]),
-        ({"text": "Refurbished laptops for uni. Chromebooks? Nah.", "aspects": ["Chromebooks"], "clauses": ["Chromebooks? Nah."]}, ["Chromebooks"]),
+        (
+            {
+                "text": "pizza open now, pineapple toppings ❌",
+                "aspects": ["pineapple toppings"],
+                "clauses": ["pineapple toppings ❌"],
+            },
+            ["pineapple toppings"],
+        ),
+        (
+            {
+                "text": "Exclude: bodies of revolution; ogives, cones and wedges.",
+                "aspects": ["bodies of revolution", "ogives", "cones", "wedges"],
+                "clauses": ["Exclude: bodies of revolution; ogives, cones and wedges."],
+            },
+            ["bodies of revolution", "ogives", "cones", "wedges"],
+        ),
+        (
+            {
+                "text": "Go logging.\nNot looking for:\n- Python tutorials\n- Java tutorials",
+                "aspects": ["Python tutorials", "Java tutorials"],
+                "clauses": ["Not looking for:\n- Python tutorials\n- Java tutorials"],
+            },
+            ["Python tutorials", "Java tutorials"],
+        ),
+        (
+            {
+                "text": "Refurbished laptops for uni. Chromebooks? Nah.",
+                "aspects": ["Chromebooks"],
+                "clauses": ["Chromebooks? Nah."],
+            },
+            ["Chromebooks"],
+        ),
         # but a list sentence does not borrow a cue from an unrelated sentence before it
-        ({"text": "Skip reviews. Studies of X, as well as the effects of suction.", "aspects": ["reviews", "effects of suction"], "clauses": ["Skip reviews.", ", as well as the effects of suction"]}, ["reviews"]),
+        (
+            {
+                "text": "Skip reviews. Studies of X, as well as the effects of suction.",
+                "aspects": ["reviews", "effects of suction"],
+                "clauses": ["Skip reviews.", ", as well as the effects of suction"],
+            },
+            ["reviews"],
+        ),
     ],
-    ids=["links", "as-well-as", "not-required", "optional", "real-cue", "need-not-beside", "rather-than", "emoji", "semicolon-list", "colon-lines", "question-verdict", "no-borrowing"],
+    ids=[
+        "links",
+        "as-well-as",
+        "not-required",
+        "optional",
+        "real-cue",
+        "need-not-beside",
+        "rather-than",
+        "emoji",
+        "semicolon-list",
+        "colon-lines",
+        "question-verdict",
+        "no-borrowing",
+    ],
 )
 def test_a_sentence_needs_a_cue_that_excludes(tokenizer, row, excluded):
     item = labelled_from_json(row)
@@ -397,6 +522,56 @@ def test_the_adapter_is_saved_and_merged_into_the_backbone(trained, decomposer):
     save_file({k: v for k, v in weights.items() if k not in adapter}, str(copy / WEIGHTS_FILE))
     with pytest.raises(DataError, match="no adapter weights"):
         Decomposer(copy)
+
+
+def _exports() -> dict[str, int]:
+    from infembed import cache_dir
+
+    return {
+        p.parent.name: p.stat().st_mtime_ns for p in (cache_dir() / "openvino").glob("*/openvino_model.bin")
+    }
+
+
+def test_the_openvino_runtime_tags_as_torch_and_its_export_is_reused_only_for_the_same_weights(
+    trained, decomposer, tmp_path
+):
+    """Where OpenVINO is installed the decomposer runs on it (2.3x faster on 2 cores, docs/instructions.md) and
+    tags exactly as torch does; its export is cached per weights: reused by a second load, never by a decomposer
+    with other weights."""
+    from safetensors.torch import load_file, save_file
+
+    from infembed.instructions.decomposer import WEIGHTS_FILE, Decomposer
+
+    on_torch = Decomposer(trained, runtime="torch")
+    assert on_torch.runtime is None and decomposer.runtime is not None
+    texts = [*HOSTILE, "Find reviews of hybrid cars, not electric cars.", "Cars. " * 300, "Vans; no trucks."]
+    assert decomposer.batch(texts) == on_torch.batch(texts)
+    before = _exports()
+    again = Decomposer(trained)
+    assert again.runtime is not None and _exports() == before  # the same weights: the same export, untouched
+    other = tmp_path / "other"
+    shutil.copytree(trained, other)
+    weights = load_file(str(other / WEIGHTS_FILE))
+    weights["out.bias"] = weights["out.bias"] + 2.0  # another head: every tag probability moves
+    save_file(weights, str(other / WEIGHTS_FILE))
+    changed = Decomposer(other)
+    assert len(_exports()) == len(before) + 1 and all(_exports()[k] == v for k, v in before.items())
+    assert changed.batch(texts) == Decomposer(other, runtime="torch").batch(texts)
+
+
+def test_an_openvino_graph_that_tags_otherwise_is_never_used(trained, monkeypatch):
+    """The exported graph must give torch's probabilities on a probe text; where it does not, the default falls
+    back to torch with a warning and an explicit ``runtime="openvino"`` is one clear error."""
+    from infembed.data.errors import SettingsError
+    from infembed.instructions import decomposer as module
+
+    monkeypatch.setattr(module, "_PROBE_TOLERANCE", -1.0)  # no graph can meet it
+    with pytest.warns(UserWarning, match="runs on torch"):
+        assert module.Decomposer(trained).runtime is None
+    with pytest.raises(SettingsError, match="cannot run on OpenVINO"):
+        module.Decomposer(trained, runtime="openvino")
+    with pytest.raises(SettingsError, match="runtime must be one of"):
+        module.Decomposer(trained, runtime="onnx")
 
 
 def test_a_frozen_backbone_head_still_trains_and_loads(tmp_path):

@@ -29,8 +29,10 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import shutil
 import threading
 import warnings
+from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
 from types import SimpleNamespace
@@ -130,11 +132,16 @@ class OpenVINOBackbone:
             inputs["position_ids"] = np.broadcast_to(
                 np.arange(ids.shape[1], dtype=np.int64), ids.shape
             ).copy()
-        inputs = {k: v for k, v in inputs.items() if k in self.input_names}
+        hidden = self.run({k: v for k, v in inputs.items() if k in self.input_names})
+        return SimpleNamespace(last_hidden_state=torch.from_numpy(hidden))
+
+    def run(self, inputs: dict[str, Any]) -> Any:
+        """The graph's output (the token states of a backbone) for ``inputs`` (numpy arrays by input name)."""
+        import numpy as np
+
         with self._lock:
             result = self._request.infer(inputs)  # outputs are copied out of the request's buffers
-            hidden = result[self.compiled.outputs[self.output]]
-        return SimpleNamespace(last_hidden_state=torch.from_numpy(np.asarray(hidden)))
+            return np.asarray(result[self.compiled.outputs[self.output]])
 
 
 # ----------------------------------------------------------------------------------------- the export cache
@@ -222,14 +229,33 @@ def export_problem(path: Path, digest: str, settings: dict[str, Any]) -> str | N
     return None
 
 
-def export_backbone(backbone: Any, path: Path, digest: str, settings: dict[str, Any]) -> None:
-    """Export ``backbone`` (a transformers model on the CPU) to OpenVINO IR in ``path``, atomically."""
+def cached_export(digest: str, settings: dict[str, Any], write: Callable[[Path], None]) -> Path:
+    """The cache dir of the export of the model with ``digest`` under ``settings``: reused when
+    :func:`export_problem` finds nothing wrong with it, else written anew by ``write(tmp)`` (which puts
+    :data:`XML_NAME` and :data:`BIN_NAME` in ``tmp``) and published atomically with its manifest."""
+    from infembed.data.jsonl import atomic_dir, write_json
+
+    path = export_dir(digest, settings)
+    if export_problem(path, digest, settings) is None:
+        return path
+    with atomic_dir(path) as tmp:
+        write(Path(tmp))
+        for extra in Path(
+            tmp
+        ).iterdir():  # a tokenizer, a config: they stay with the model dir, not the export
+            if extra.name not in (XML_NAME, BIN_NAME):
+                shutil.rmtree(extra) if extra.is_dir() else extra.unlink()
+        files = {name: _file_record(Path(tmp) / name) for name in (XML_NAME, BIN_NAME)}
+        manifest = {"backbone": digest, "settings": settings, "files": files}
+        write_json(Path(tmp) / EXPORT_MANIFEST, manifest)  # last: the files it describes are complete
+    return path
+
+
+def export_backbone(backbone: Any, tmp: Path) -> None:
+    """Export ``backbone`` (a transformers model on the CPU) to OpenVINO IR in ``tmp`` (optimum-intel)."""
     import logging
-    import shutil
 
     import torch
-
-    from infembed.data.jsonl import atomic_dir, write_json
 
     if any(p.device.type != "cpu" for p in backbone.parameters()):
         raise SettingsError("the openvino backend exports a model loaded on the CPU (--device cpu)")
@@ -245,50 +271,34 @@ def export_backbone(backbone: Any, path: Path, digest: str, settings: dict[str, 
     config = getattr(backbone, "config", None)
     saved = copy.deepcopy(vars(config)) if config is not None else None
     verbosity = hf_logging.get_verbosity()
-    with atomic_dir(path) as tmp:
-        try:
-            # the tracer's notes (shape checks it records as constants: none of them change with the
-            # input for these graphs, tests/model/test_backend_openvino.py) and transformers' are not the user's
-            hf_logging.set_verbosity_error()
-            with torch.no_grad(), warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                export_from_model(backbone, tmp, task="feature-extraction", stateful=False)
-        except (ValueError, RuntimeError, KeyError, TypeError, NotImplementedError) as error:
-            first = next(
-                (line.strip() for line in str(error).splitlines() if line.strip()), type(error).__name__
-            )
-            raise SettingsError(
-                f"this model's backbone ({type(backbone).__name__}) cannot be exported to OpenVINO ({first[:300]}); "
-                "use --backend torch"
-            ) from None
-        finally:
-            hf_logging.set_verbosity(verbosity)
-            if saved is not None:  # the exporter sets attributes on the config: the model is left as it was
-                vars(config).clear()
-                vars(config).update(saved)
-        for extra in Path(tmp).iterdir():  # the tokenizer and config stay with the model dir, not the export
-            if extra.name not in (XML_NAME, BIN_NAME):
-                shutil.rmtree(extra) if extra.is_dir() else extra.unlink()
-        files = {name: _file_record(Path(tmp) / name) for name in (XML_NAME, BIN_NAME)}
-        manifest = {
-            "backbone": digest,
-            "settings": settings,
-            "model_class": type(backbone).__name__,
-            "files": files,
-        }
-        write_json(Path(tmp) / EXPORT_MANIFEST, manifest)  # last: the files it describes are complete
+    try:
+        # the tracer's notes (shape checks it records as constants: none of them change with the
+        # input for these graphs, tests/model/test_backend_openvino.py) and transformers' are not the user's
+        hf_logging.set_verbosity_error()
+        with torch.no_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            export_from_model(backbone, tmp, task="feature-extraction", stateful=False)
+    except (ValueError, RuntimeError, KeyError, TypeError, NotImplementedError) as error:
+        first = next((line.strip() for line in str(error).splitlines() if line.strip()), type(error).__name__)
+        raise SettingsError(
+            f"this model's backbone ({type(backbone).__name__}) cannot be exported to OpenVINO ({first[:300]}); "
+            "use --backend torch"
+        ) from None
+    finally:
+        hf_logging.set_verbosity(verbosity)
+        if saved is not None:  # the exporter sets attributes on the config: the model is left as it was
+            vars(config).clear()
+            vars(config).update(saved)
 
 
 def openvino_backbone(backbone: Any, threads: int | None = None) -> OpenVINOBackbone:
     """The OpenVINO version of a torch ``backbone``: the cached export when it is this backbone's, else a new
     export (written atomically); an export the runtime cannot read is rebuilt once."""
-    digest = backbone_digest(backbone)
-    settings = export_settings()
-    path = export_dir(digest, settings)
-    if export_problem(path, digest, settings) is not None:
-        export_backbone(backbone, path, digest, settings)
+    digest, settings = backbone_digest(backbone), export_settings()
+    path = cached_export(digest, settings, lambda tmp: export_backbone(backbone, tmp))
     try:
         return OpenVINOBackbone(path / XML_NAME, threads)
     except RuntimeError:  # checked files the runtime still refuses (an OpenVINO change): export again
-        export_backbone(backbone, path, digest, settings)
+        shutil.rmtree(path, ignore_errors=True)
+        path = cached_export(digest, settings, lambda tmp: export_backbone(backbone, tmp))
         return OpenVINOBackbone(path / XML_NAME, threads)
