@@ -12,7 +12,8 @@ for and used to tune the rules splitter, never seen by the learned decomposer) a
 the first six, since trained on: ``--tables bench/decomposer-blind/retired/*.jsonl`` to score them). Metric:
 infembed.instructions.scoring (recall, precision, plain instructions split). Then the decomposer's latency (the
 shipped one, or ``--decomposer``'s): one instruction at a time, uncached (a fresh cache per text) and cached,
-p50/p95 over the tables' instructions, torch on ``--threads`` threads.
+p50/p95 over the tables' instructions on ``--threads`` threads, on OpenVINO (the default where it is installed)
+and on torch (its peer), taking turns on each text; the ratio of the two.
 """
 
 from __future__ import annotations
@@ -61,19 +62,39 @@ def jsonl_table(path: Path, source: str | None = None) -> tuple[list[tuple[str, 
     return excluding, plain
 
 
-def time_decomposer(decomposer, texts: list[str]) -> tuple[list[float], list[float]]:
-    """Seconds per instruction, one at a time: uncached (its cache entry removed first), then cached."""
-    decomposer.batch(texts[:4])  # warm up
-    uncached, cached = [], []
+def time_decomposer(
+    decomposers: dict[str, object], texts: list[str]
+) -> dict[str, tuple[list[float], list[float]]]:
+    """Seconds per instruction of each decomposer, one instruction at a time: uncached (its cache entry removed
+    first), then cached. The decomposers take turns on each text, so a machine that slows down slows them alike."""
+    times: dict[str, tuple[list[float], list[float]]] = {name: ([], []) for name in decomposers}
+    for decomposer in decomposers.values():
+        decomposer.batch(texts[:4])  # warm up
     for text in texts:
-        decomposer._cache.pop(text.strip(), None)
-        start = time.perf_counter()
-        decomposer(text)
-        uncached.append(time.perf_counter() - start)
-        start = time.perf_counter()
-        decomposer(text)
-        cached.append(time.perf_counter() - start)
-    return uncached, cached
+        for name, decomposer in decomposers.items():
+            uncached, cached = times[name]
+            decomposer._cache.pop(text.strip(), None)
+            start = time.perf_counter()
+            decomposer(text)
+            uncached.append(time.perf_counter() - start)
+            start = time.perf_counter()
+            decomposer(text)
+            cached.append(time.perf_counter() - start)
+    return times
+
+
+def runtimes(directory: Path) -> dict[str, object]:
+    """The decomposer in ``directory`` on each runtime this machine has: OpenVINO (the default where the openvino
+    extra is installed) and torch, its peer."""
+    from infembed.instructions.decomposer import Decomposer
+
+    try:
+        import openvino  # noqa: F401
+
+        names = ["openvino", "torch"]
+    except ImportError:
+        names = ["torch"]
+    return {name: Decomposer(directory, runtime=name) for name in names}
 
 
 def main() -> None:
@@ -105,7 +126,6 @@ def main() -> None:
     from infembed.instructions.scoring import score_table
 
     torch.set_num_threads(args.threads)
-    from infembed.instructions.split import shipped_decomposer
 
     learned = Decomposer(args.decomposer) if args.decomposer else None
     args.splitters = args.splitters or ["rules", "auto"] + (["learned"] if learned else [])
@@ -131,25 +151,33 @@ def main() -> None:
                 print(f"  {splitter} misses on {name}:\n    " + "\n    ".join(r["misses"]))
         print(f"{name:22s} {len(excluding):>4d}+{len(plain):<4d}  " + "  ".join(f"{c:>26s}" for c in cells))
     texts = [t for excluding, plain in tables.values() for t in [e for e, _ in excluding] + plain]
-    decomposer = learned or shipped_decomposer()
-    uncached, cached = time_decomposer(decomposer, texts)
+    from infembed.instructions.split import SHIPPED_DECOMPOSER
+
+    times = time_decomposer(runtimes(args.decomposer or SHIPPED_DECOMPOSER), texts)
 
     def pct(values: list[float], q: float) -> float:
         return statistics.quantiles(values, n=100)[q - 1] * 1000 if len(values) > 1 else values[0] * 1000
 
-    latency = {
-        "uncached_p50_ms": pct(uncached, 50),
-        "uncached_p95_ms": pct(uncached, 95),
-        "cached_p50_ms": pct(cached, 50),
-        "cached_p95_ms": pct(cached, 95),
-        "texts": len(texts),
-        "threads": args.threads,
-    }
+    latency = {"texts": len(texts), "threads": args.threads}
     print(
-        f"\n{'learned' if learned else 'shipped'} decomposer latency over {len(texts)} instructions, {args.threads} threads: uncached p50 "
-        f"{latency['uncached_p50_ms']:.1f} ms, p95 {latency['uncached_p95_ms']:.1f} ms; cached p50 "
-        f"{latency['cached_p50_ms'] * 1000:.1f} us, p95 {latency['cached_p95_ms'] * 1000:.1f} us"
+        f"\n{'learned' if learned else 'shipped'} decomposer, {len(texts)} instructions one at a time, {args.threads} threads"
     )
+    for name, (uncached, cached) in times.items():
+        latency[name] = {
+            "uncached_p50_ms": pct(uncached, 50),
+            "uncached_p95_ms": pct(uncached, 95),
+            "cached_p50_ms": pct(cached, 50),
+            "cached_p95_ms": pct(cached, 95),
+        }
+        row = latency[name]
+        print(
+            f"  {name:9s} uncached p50 {row['uncached_p50_ms']:.1f} ms, p95 {row['uncached_p95_ms']:.1f} ms; "
+            f"cached p50 {row['cached_p50_ms'] * 1000:.1f} us, p95 {row['cached_p95_ms'] * 1000:.1f} us"
+        )
+    if "openvino" in times:
+        ratio = latency["torch"]["uncached_p50_ms"] / latency["openvino"]["uncached_p50_ms"]
+        latency["openvino_speedup_over_torch"] = ratio
+        print(f"  openvino is {ratio:.2f}x torch (uncached p50, interleaved in the same run)")
     if args.json:
         args.json.write_text(json.dumps({"tables": figures, "latency": latency}, indent=2) + "\n")
 

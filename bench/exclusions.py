@@ -61,8 +61,10 @@ def main() -> None:
     from infembed.instructions.split import shipped_decomposer
 
     texts = [bench.queries[q].instruction_og for q in qids] + instructions
-    uncached, cached = time_decomposer(shipped_decomposer(), texts)
-    print(f"decomposer, {len(texts)} Cranfield instructions, {args.threads} threads: uncached p50 "
+    decomposer = shipped_decomposer()
+    runtime = "torch" if decomposer.runtime is None else "openvino"
+    uncached, cached = time_decomposer({runtime: decomposer}, texts)[runtime]
+    print(f"decomposer ({runtime}), {len(texts)} Cranfield instructions, {args.threads} threads: uncached p50 "
           f"{statistics.median(uncached) * 1e3:.1f} ms, p95 {p95(uncached):.1f} ms; cached p50 "
           f"{statistics.median(cached) * 1e6:.1f} us, p95 {p95(cached) * 1e3:.1f} us\n")
     with tempfile.TemporaryDirectory() as tmp:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import logging
 import re
 import threading
 from collections.abc import Sequence
@@ -326,9 +327,7 @@ class Decomposer:
     def _runtime(self, name: str | None):
         """The OpenVINO graph (None: torch). ``runtime`` None runs OpenVINO where it can (the CPU, the openvino
         extra installed; 2.3x faster per instruction, the same tags) and torch otherwise: an export that fails
-        or tags otherwise than torch is a warning, not an error."""
-        import warnings
-
+        or tags otherwise than torch is one logged warning, not an error."""
         from infembed.model.backends import check_backend
 
         if name is not None and name not in RUNTIMES:
@@ -350,7 +349,7 @@ class Decomposer:
         except Exception as error:  # an exporter or runtime that cannot take this graph
             if name == "openvino":
                 raise SettingsError(f"the decomposer cannot run on OpenVINO ({error})") from None
-            warnings.warn(f"the decomposer runs on torch: OpenVINO failed ({error})", stacklevel=3)
+            logging.getLogger(__name__).warning("the decomposer runs on torch: OpenVINO failed (%s)", error)
             return None
 
     def __call__(self, text: str) -> Instruction:
