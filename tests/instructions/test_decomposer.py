@@ -564,8 +564,9 @@ def test_an_openvino_graph_that_tags_otherwise_is_never_used(trained, monkeypatc
     back to torch with a warning and an explicit ``runtime="openvino"`` is one clear error."""
     from infembed.data.errors import SettingsError
     from infembed.instructions import decomposer as module
+    from infembed.instructions import decomposer_openvino
 
-    monkeypatch.setattr(module, "_PROBE_TOLERANCE", -1.0)  # no graph can meet it
+    monkeypatch.setattr(decomposer_openvino, "PROBE_TOLERANCE", -1.0)  # no graph can meet it
     assert module.Decomposer(trained).runtime is None
     assert [r.getMessage() for r in caplog.records if r.levelname == "WARNING"] == [
         "the decomposer runs on torch: OpenVINO failed (the OpenVINO graph does not tag as torch does)"

@@ -187,56 +187,6 @@ def merged_backbone(model, lora: dict[str, Any] | None, weights: dict[str, Any],
 
 
 RUNTIMES = ("torch", "openvino")
-#: a text the exported graph must tag as torch does before it is used (largest probability difference allowed)
-_PROBE, _PROBE_TOLERANCE = (
-    "Reports on solar farms in Spain, but nothing on wind turbines or rooftop kits.",
-    1e-4,
-)
-
-
-def _export_graph(graph, example: tuple[Any, Any], tmp: Path) -> None:
-    """Trace ``graph`` and save it as OpenVINO IR in ``tmp`` (dynamic batch and length, float32)."""
-    import warnings
-
-    import openvino as ov
-    import torch
-
-    from infembed.model.backends import XML_NAME
-
-    with torch.no_grad(), warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # the tracer's notes on shape checks it keeps as constants
-        traced = torch.jit.trace(graph, example, check_trace=False, strict=False)
-        exported = ov.convert_model(traced, example_input=example, input=[([-1, -1], ov.Type.i64)] * 2)
-    for port, name in zip(exported.inputs, ("input_ids", "attention_mask")):
-        port.get_tensor().set_names({name})
-    ov.save_model(exported, str(tmp / XML_NAME), compress_to_fp16=False)
-
-
-def openvino_graph(graph, example: tuple[Any, Any]):
-    """``graph`` exported to OpenVINO (cached per weights and settings like a retriever's backbone,
-    :func:`infembed.model.backends.cached_export`) and compiled for the CPU; refused (RuntimeError) where it does
-    not give torch's probabilities on ``example``."""
-    import numpy as np
-    import torch
-
-    from infembed.model import backends
-
-    settings = {
-        **backends.export_settings(),
-        "graph": "decomposer",
-        "layers": graph.layers,
-        "torch": torch.__version__,
-    }
-    digest = backends.backbone_digest(graph)
-    path = backends.cached_export(digest, settings, lambda tmp: _export_graph(graph, example, tmp))
-    runtime = backends.OpenVINOBackbone(path / backends.XML_NAME)
-    ids, mask = example
-    got = runtime.run({"input_ids": ids.numpy(), "attention_mask": mask.numpy()})
-    with torch.inference_mode():
-        expected = graph(ids, mask).numpy()
-    if got.shape != expected.shape or float(np.abs(got - expected).max()) > _PROBE_TOLERANCE:
-        raise RuntimeError("the OpenVINO graph does not tag as torch does")
-    return runtime
 
 
 def read_config(directory: Path) -> dict[str, Any]:
@@ -304,6 +254,7 @@ class Decomposer:
                 field="backbone_fingerprint",
             )
         self.tokenizer = AutoTokenizer.from_pretrained(backbone)
+        self.tokenizer.model_max_length = 1 << 30  # texts are cut into windows here: no warning on long ones
         model = merged_backbone(load_backbone(backbone), self.config.get("lora"), weights, weights_path)
         model.eval()
         head = TaggingHead.from_config(self.config)
@@ -343,8 +294,12 @@ class Decomposer:
                 return None
         else:
             check_backend("openvino", self.device)
-        example = self._inputs([self._windows(_PROBE)[0]])
+        from infembed.instructions.decomposer_openvino import PROBE
+
+        example = self._inputs([self._windows(PROBE)[0]])
         try:
+            from infembed.instructions.decomposer_openvino import openvino_graph
+
             return openvino_graph(self.graph, example)
         except Exception as error:  # an exporter or runtime that cannot take this graph
             if name == "openvino":
@@ -415,10 +370,13 @@ class Decomposer:
     def _tag(self, texts: Sequence[str]) -> list[Instruction]:
         import torch
 
+        from infembed.instructions.decomposer_openvino import pad_to_step
+
         pieces = [(i, w) for i, text in enumerate(texts) for w in self._windows(text)]
         input_ids, mask = self._inputs([w for _, w in pieces])
         with torch.inference_mode():
             if self.runtime is not None:
+                input_ids, mask = pad_to_step(input_ids, mask, self.tokenizer.pad_token_id or 0)
                 inputs = {"input_ids": input_ids.numpy(), "attention_mask": mask.numpy()}
                 probabilities = torch.from_numpy(self.runtime.run(inputs))
             else:
