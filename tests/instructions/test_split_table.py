@@ -164,23 +164,21 @@ def test_rules_splitter_on_the_blind_tables(positive, plain, request):
     assert r["false_exclusions"] <= KNOWN_BLIND_FALSE_EXCLUSIONS[table], report
 
 
-# The shipped learned decomposer (auto) on the tables of bench/decomposer-blind it was not trained on (rounds 6-8;
-# round 6 and round 7 were read to choose it, round 8 was blind for it): its figures as measured when it was
+# The shipped learned decomposer (auto) on the tables of bench/decomposer-blind it was not trained on (rounds 8-10;
+# round 8 chose it by a rule fixed beforehand, rounds 9 and 10 were blind for it): its figures as measured when it was
 # shipped (docs/instructions.md), so that a change of weights or decoding that
 # loses ground on phrasings nobody tuned for shows here. Floors are the measured figures less 0.02 (a borderline
 # token may be tagged otherwise by another CPU's kernels); plain instructions split, measured + 1.
 AUTO_BLIND = {
-    "table-16": (0.977, 0.929, 3),
-    "table-17": (0.937, 0.916, 1),
-    "table-18": (0.894, 0.893, 4),
-    "table-19": (0.971, 0.945, 0),
-    "table-20": (0.949, 0.962, 0),
-    "table-21": (0.899, 0.957, 1),
-    "table-22": (0.908, 0.892, 3),
-    "table-23": (0.946, 0.942, 1),
-    "table-24": (0.914, 0.931, 2),
-    "table-25": (0.965, 0.914, 4),
-    "table-26": (0.910, 0.813, 5),
+    "table-24": (0.899, 0.943, 1),
+    "table-25": (0.979, 0.942, 2),
+    "table-26": (0.910, 0.822, 7),
+    "table-27": (0.891, 0.871, 3),
+    "table-28": (0.915, 0.825, 5),
+    "table-29": (0.948, 0.918, 4),
+    "table-30": (0.993, 0.949, 3),
+    "table-31": (0.978, 0.935, 2),
+    "table-32": (0.841, 0.897, 4),
 }
 
 
