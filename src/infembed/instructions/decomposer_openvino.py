@@ -39,13 +39,19 @@ def _export_graph(graph, example: tuple[Any, Any], tmp: Path) -> None:
 
     import openvino as ov
     import torch
+    from transformers.utils import logging as hf_logging
 
     from infembed.model.backends import XML_NAME
 
-    with torch.no_grad(), warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # the tracer's notes on shape checks it keeps as constants
-        traced = torch.jit.trace(graph, example, check_trace=False, strict=False)
-        exported = ov.convert_model(traced, example_input=example, input=[([-1, -1], ov.Type.i64)] * 2)
+    verbosity = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()  # transformers' notes while it is traced ("loss_type=None ...") are not news
+    try:
+        with torch.no_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the tracer's notes on shape checks it keeps as constants
+            traced = torch.jit.trace(graph, example, check_trace=False, strict=False)
+            exported = ov.convert_model(traced, example_input=example, input=[([-1, -1], ov.Type.i64)] * 2)
+    finally:
+        hf_logging.set_verbosity(verbosity)
     for port, name in zip(exported.inputs, ("input_ids", "attention_mask")):
         port.get_tensor().set_names({name})
     ov.save_model(exported, str(tmp / XML_NAME), compress_to_fp16=False)
