@@ -47,7 +47,7 @@ test-llm: $(STAMP)
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not slow" -x
 
-# Retrain the learned decomposer that `--exclusions auto` uses, from data/decomposer (69 min on 2 cores, minutes on a GPU)
+# Retrain the learned decomposer that `--exclusions auto` uses, from data/decomposer (51 min on 2 cores, minutes on a GPU)
 decomposer: $(STAMP)
 	$(BIN)/infembed decomposer train --seed 1 --output src/infembed/resources/decomposer --overwrite
 
