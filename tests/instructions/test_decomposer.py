@@ -617,6 +617,33 @@ def test_auto_is_the_shipped_decomposer_with_the_rules_as_fallback(monkeypatch):
     assert expected[0].exclude == ["Electric cars"] and not expected[1].exclude
 
 
+@pytest.mark.parametrize(
+    ("text", "readable"),
+    [
+        ("<b>no</b> <i>cats</i>", "no cats"),
+        ("Find papers on pets.<br>Exclude:<ul><li>cats</li><li>dogs</li></ul>", "Find papers on pets.\nExclude:\n- cats\n- dogs"),
+        ('<span class="x">Hybrid cars</span>, <EM>not</EM> vans.', "Hybrid cars , not vans."),
+        ("a<b and no c>d", "a<b and no c>d"),  # a comparison, not a tag
+        ("<script>no cats</script>", "<script>no cats</script>"),  # not formatting: left as written
+    ],
+)
+@pytest.mark.parametrize("splitter", ["auto", "rules"])
+def test_pasted_markup_is_read_without_its_tags(text, readable, splitter):
+    """Tags are not words: the split is that of the text without them (no tag debris in keep or an aspect), and
+    an instruction that excludes nothing still comes back whole, as written."""
+    from infembed.instructions import split_instruction
+    from infembed.instructions.split import without_markup
+
+    assert without_markup(text) == readable
+    split = split_instruction(text, splitter)
+    if split.exclude:
+        assert split == split_instruction(readable, splitter)
+        if readable != text:
+            assert "<" not in split.keep and not any("<" in a for a in split.exclude)
+    else:
+        assert split == Instruction(text)
+
+
 def test_a_corrupt_shipped_decomposer_is_one_clear_error_not_a_silent_fallback(tmp_path, monkeypatch):
     from infembed.instructions import split, split_instruction
     from infembed.instructions.decomposer import WEIGHTS_FILE

@@ -53,7 +53,7 @@ def split_command(
 @friendly_errors
 @settings_command(DecomposerTrainConfig)
 def train_command(settings: dict[str, Any]) -> None:
-    """Train a learned decomposer from labelled instructions (about 20 minutes on 2 CPU cores)."""
+    """Train a learned decomposer from labelled instructions (about 50 minutes for data/decomposer on 2 CPU cores)."""
     from infembed.instructions.decomposer_train import train_decomposer
     from infembed.progress import bar
 

@@ -10,6 +10,7 @@ A missing or corrupt shipped decomposer is an error naming its file, never a sil
 from __future__ import annotations
 
 import functools
+import re
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -26,6 +27,18 @@ SHIPPED_DECOMPOSER = Path(__file__).resolve().parents[1] / "resources" / "decomp
 
 #: ``auto`` asks the rules when the decomposer found no aspect but gave a token this probability of being a cue.
 CUE_FALLBACK = 0.5
+
+#: An HTML tag of pasted formatting ("<b>", "</i>", "<span class='x'>", "<br/>"): read without it. Attributes
+#: need a value, so a comparison ("a<b and c>d") is not taken for a tag.
+_MARKUP = re.compile(
+    r"</?(?:a|abbr|b|blockquote|br|code|del|div|em|font|h[1-6]|hr|i|ins|li|mark|ol|p|pre|q|s|small|span|strike"
+    r"|strong|sub|sup|table|td|th|tr|u|ul)"
+    r"""(?:\s+[A-Za-z_:][-\w:.]*\s*=\s*(?:"[^"<>]*"|'[^'<>]*'|[^\s"'<>=]+))*\s*/?>""",
+    re.IGNORECASE,
+)
+#: A tag that ends a line or item: read as a line break, so list items stay apart; an item starts "- ".
+_ITEM = re.compile(r"<li\b", re.IGNORECASE)
+_BLOCK = re.compile(r"</?(?:blockquote|br|div|h[1-6]|hr|li|ol|p|pre|table|tr|ul)\b", re.IGNORECASE)
 
 _RULES_CACHE: dict[str, Instruction] = {}
 _AUTO_CACHE: dict[str, Instruction] = {}
@@ -84,6 +97,10 @@ def split_instruction(
     stripped = text.strip()
     if not stripped or splitter == "off":
         return Instruction(stripped)
+    readable = without_markup(stripped)
+    if readable != stripped:  # decompose the words; an instruction that excludes nothing stays whole
+        split = split_instruction(readable, splitter) if readable else Instruction(readable)
+        return split if split.exclude or split.dropped else Instruction(stripped)
     if callable(splitter):
         return drop_unsearchable(splitter(stripped), stripped)
     if splitter == "llm":
@@ -96,6 +113,15 @@ def split_instruction(
         cached = _rules(stripped) if splitter == "rules" else _auto([stripped])[0]
         _remember(cache, stripped, cached)
     return cached
+
+
+def without_markup(text: str) -> str:
+    """``text`` with its HTML/XML tags replaced by spaces (runs of spaces made one): "<b>no</b> <i>crypto</i>"
+    is read as "no crypto", not as words and tag debris."""
+    if "<" not in text:
+        return text
+    text = _MARKUP.sub(lambda m: "\n- " if _ITEM.match(m.group()) else "\n" if _BLOCK.match(m.group()) else " ", text)
+    return re.sub(r"\s*\n\s*", "\n", re.sub(r"[ \t]{2,}", " ", text)).strip()
 
 
 def _remember(cache: dict[str, Instruction], text: str, split: Instruction) -> None:
@@ -127,7 +153,8 @@ def split_instructions(
 ) -> list[Instruction]:
     """:func:`split_instruction` over a list; an LLM splitter with a ``batch`` method answers them concurrently."""
     if splitter == "auto":  # the decomposer tags the uncached texts in batches
-        todo = sorted({t.strip() for t in texts if t and t.strip() and t.strip() not in _AUTO_CACHE})
+        readable = {without_markup(t.strip()) for t in texts if isinstance(t, str)}
+        todo = sorted({t for t in readable if t and t not in _AUTO_CACHE})
         for text, split in zip(todo, _auto(todo) if todo else []):
             _remember(_AUTO_CACHE, text, split)
         return [split_instruction(t, "auto") for t in texts]
