@@ -8,8 +8,8 @@ one)::
     infembed decomposer train --output src/infembed/resources/decomposer --overwrite  # the one ``auto`` uses
 
 Each step runs the backbone with its adapter over a batch of similar-length texts (about 50 minutes for the
-11,000 rows of data/decomposer on two CPU cores); ``--lora-rank 0`` trains only the head on the frozen backbone's states, computed
-once (minutes, and much weaker). On a CUDA device when there is one (``--device``; a few minutes). Deterministic
+11,000 rows of data/decomposer on two CPU cores); ``--lora-rank 0`` trains only the head on the frozen backbone's
+states, computed once (minutes, and much weaker). On a CUDA device when there is one (``--device``; a few minutes). Deterministic
 for a seed on one machine, device and thread count.
 """
 

@@ -116,8 +116,8 @@ def split_instruction(
 
 
 def without_markup(text: str) -> str:
-    """``text`` with its HTML/XML tags replaced by spaces (runs of spaces made one): "<b>no</b> <i>crypto</i>"
-    is read as "no crypto", not as words and tag debris."""
+    """``text`` without its HTML formatting tags (:data:`_MARKUP`): inline ones become a space, block ones a line
+    break, an ``<li>`` a "- " item; "<b>no</b> <i>crypto</i>" is read as "no crypto", not as words and tag debris."""
     if "<" not in text:
         return text
     text = _MARKUP.sub(lambda m: "\n- " if _ITEM.match(m.group()) else "\n" if _BLOCK.match(m.group()) else " ", text)
