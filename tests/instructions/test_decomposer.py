@@ -592,6 +592,55 @@ def test_a_frozen_backbone_head_still_trains_and_loads(tmp_path):
     assert isinstance(Decomposer(tmp_path / "m")("Cars, not vans."), Instruction)
 
 
+def test_members_are_the_seeds_trained_alone_and_their_probabilities_are_averaged(tmp_path, trained):
+    """``--members 2`` trains member k exactly as ``--seed seed+k`` alone would (so the shipped members can be
+    checked one by one) and inference averages their tag probabilities, on torch and on OpenVINO alike."""
+    import torch
+    from safetensors.torch import load_file
+
+    from infembed.instructions.decomposer import CONFIG_FILE, WEIGHTS_FILE, Decomposer
+    from infembed.instructions.decomposer_train import DecomposerTrainConfig, train_decomposer
+
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text("".join(json.dumps(row) + "\n" for row, _ in ROWS), encoding="utf-8")
+    settings = {"data": str(rows), "epochs": 2, "batch_size": 4, "joins": 0.5}  # the `trained` fixture's
+    stages = []
+    summary = train_decomposer(
+        DecomposerTrainConfig(**settings, output=str(tmp_path / "two"), members=2),
+        progress=lambda stage, done, total: stages.append(stage),
+    )
+    assert [m["seed"] for m in summary["members"]] == [0, 1]
+    assert [m["weights"] for m in summary["members"]] == [WEIGHTS_FILE, "decomposer-2.safetensors"]
+    assert {"training 1/2", "training 2/2"} == set(stages)
+    train_decomposer(DecomposerTrainConfig(**settings, output=str(tmp_path / "seed1"), seed=1))
+    for member, alone in [(WEIGHTS_FILE, trained / WEIGHTS_FILE), ("decomposer-2.safetensors", None)]:
+        alone = alone or tmp_path / "seed1" / WEIGHTS_FILE
+        got, expected = load_file(str(tmp_path / "two" / member)), load_file(str(alone))
+        assert got.keys() == expected.keys() and all(torch.equal(got[k], expected[k]) for k in got)
+
+    two = Decomposer(tmp_path / "two", runtime="torch")
+    ones = [Decomposer(trained, runtime="torch"), Decomposer(tmp_path / "seed1", runtime="torch")]
+    ids, mask = two._inputs([two._windows("Find reviews of hybrid cars, not electric cars.")[0]])
+    with torch.inference_mode():
+        average = (ones[0].graph(ids, mask) + ones[1].graph(ids, mask)) / 2
+        assert torch.allclose(two.graph(ids, mask), average, atol=1e-6)
+    texts = [*HOSTILE, "Find reviews of hybrid cars, not electric cars.", "Vans; no trucks."]
+    on_default = Decomposer(tmp_path / "two")  # OpenVINO where installed: one export of both members
+    assert on_default.batch(texts) == two.batch(texts)
+
+    config = json.loads((tmp_path / "two" / CONFIG_FILE).read_text())
+    for members, message in [
+        ([{"weights": "../decomposer.safetensors"}], "members"),
+        ([], "members"),
+        ("decomposer.safetensors", "members"),
+        ([{"weights": WEIGHTS_FILE}, {"weights": "decomposer-3.safetensors"}], "weights are missing"),
+    ]:
+        (tmp_path / "two" / CONFIG_FILE).write_text(json.dumps({**config, "members": members}))
+        with pytest.raises(DataError, match=message) as error:
+            Decomposer(tmp_path / "two")
+        assert "decomposer" in str(error.value)
+
+
 def test_auto_is_the_shipped_decomposer_with_the_rules_as_fallback(monkeypatch):
     from infembed.instructions import split, split_instruction, split_instructions
 

@@ -74,5 +74,6 @@ def train_command(settings: dict[str, Any]) -> None:
             shown.close()
     console.print(
         f"wrote [bold]{config.output}[/] ({summary['data']['train_rows']} rows, "
-        f"{summary['steps']} steps, {summary['seconds']:.0f} s, final loss {summary['final_loss']})"
+        + (f"{len(summary['members'])} members, " if len(summary["members"]) > 1 else "")
+        + f"{summary['steps']} steps, {summary['seconds']:.0f} s, final loss {summary['final_loss']})"
     )

