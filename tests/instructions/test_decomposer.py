@@ -165,6 +165,22 @@ def test_a_hyphenated_compound_is_never_cut_into_aspects_at_its_hyphens(tokenize
         ("winter lows of -40 degrees in e-mail archives - a dash", [], None),
         # command-line flags are no operators
         ("why does ls -la hide files; java -jar app.jar; gcc -std=c++20; docker run -it", [], None),
+        # the minus sign U+2212 is arithmetic as often: none
+        ("spending tracker: +income \u2212expenses \u2192 balance", [], None),
+        # a filter line's negated fields: != (or <>) and "not in (...)"
+        (
+            "domain=clinical; population!=paediatric; publisher in (NICE, GOLD)",
+            ["paediatric"],
+            "domain=clinical; publisher in (NICE, GOLD)",
+        ),
+        ("source: CISA | vendor not in (Microsoft, 'Cisco') | year: 2024", ["Microsoft", "Cisco"], "source: CISA | | year: 2024"),
+        ('region != "North America"; tier: gold', ["North America"], "tier: gold"),
+        ("Iceland itinerary, tours \u2260 wanted, self-drive only", [], None),  # the sign is prose as often
+        ("status: open & owner <> bot-account", ["bot-account"], "status: open &"),
+        # no filter line: a question about the operator, a lone comparison, "not in" without a list
+        ("why is a != b true in JavaScript", [], None),
+        ("x != y", [], None),
+        ("files not in git (untracked ones) keep showing up", [], None),
     ],
 )
 def test_a_search_box_minus_excludes_its_term_where_the_model_tags_nothing(tokenizer, text, excluded, keep):

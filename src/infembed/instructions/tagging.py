@@ -23,6 +23,7 @@ from pathlib import Path
 
 from infembed.data.errors import DataError
 from infembed.instructions.instruction import Instruction
+from infembed.instructions.syntax import tag_operators
 
 TAGS = ("keep", "cue", "aspect-begin", "aspect-inside")
 KEEP, CUE, BEGIN, INSIDE = range(4)
@@ -301,41 +302,40 @@ EXCEPTION = re.compile(
 _NEXT_CLAUSE = re.compile(r"[,\u2014\u2013]\s*(?:and|but|or|plus|also|oh and)\b|\s[\u2014\u2013-]\s", re.IGNORECASE)
 
 
-def _in_exception(start: int, text: str, sentences: Sequence[tuple[int, int]], aspects: Sequence[Sequence[int]], exceptions: Sequence[re.Match[str]]) -> bool:
+class _Spans:
+    """Spans of a text in order, none overlapping, found by bisection (the decode stays linear in a long text)."""
+
+    def __init__(self, spans: Sequence[tuple[int, int]]):
+        self.spans, self.starts = list(spans), [a for a, _ in spans]
+
+    def index(self, pos: int) -> int:  # of the span that holds pos; -1: none
+        k = bisect.bisect_right(self.starts, pos) - 1
+        return k if k >= 0 and pos < self.spans[k][1] else -1
+
+    def at(self, pos: int) -> tuple[int, int] | None:
+        return self.spans[self.index(pos)] if self.index(pos) >= 0 else None
+
+
+def _in_exception(start: int, text: str, sentences: _Spans, aspects: _Spans, exceptions: Sequence[re.Match[str]], exception_starts: Sequence[int]) -> bool:
     """Whether an aspect starting at ``start`` lies in an exception or reason clause (:data:`EXCEPTION`, up to the
     end of its sentence) opened after another aspect of the sentence was excluded: "Muon spin studies are off-topic
     unless they also report neutron data" excludes muon spin studies, not neutron data. The model tags such a clause
     as part of the exclusion (cue), so it is told by its place: "Because I'm vegan, skip meat" keeps meat. The clause
-    ends where a new one is joined on ("no X because Y, and no Z" excludes Z). ``exceptions``: the text's matches."""
-    a, b = next(((x, y) for x, y in sentences if x <= start < y), (0, len(text)))
-    for match in (m for m in exceptions if a <= m.start() and m.end() <= b):
+    ends where a new one is joined on ("no X because Y, and no Z" excludes Z). ``exceptions``: the text's matches
+    (and their starts), in order."""
+    a, b = sentences.at(start) or (0, len(text))
+    k = bisect.bisect_left(aspects.starts, a)  # the sentence's first aspect: it ends before any other of it does
+    first_end = aspects.spans[k][1] if k < len(aspects.spans) else len(text) + 1
+    for match in exceptions[bisect.bisect_left(exception_starts, a) :]:
+        if match.start() >= b:
+            break
+        if match.end() > b:
+            continue
         after = _NEXT_CLAUSE.search(text, match.end(), b)  # "..., and please no flip phones": a clause of its own
         inside = match.end() <= start < (after.start() if after else b)
-        if inside and any(a <= other[0] and other[1] <= match.start() for other in aspects):
+        if inside and first_end <= match.start():
             return True
     return False
-
-
-#: Search-box syntax: ``-term``, ``-"a phrase"`` or ``-site:term`` after a space (or first) excludes the term, as
-#: web search engines read it ("vite ssr hydration -webpack"); a hyphen inside a word, a dash between spaces, a minus
-#: before a number or a command-line flag ("-la", "-std=c++20", "java -jar app.jar") is none.
-OPERATOR = re.compile(
-    r'(?:^|(?<=\s))-(?:[a-z]+:)?(?:"([^"\n]+)"|([^\W\d_][^\s,;!?()\[\]{}"=/\\]{2,})(?![=/\\\w])(?!\s+["\'*./~]|\s+\S*[./]\w))'
-)
-
-
-def _operators(text: str, words: list[tuple[int, int, int, float]]) -> list[int]:
-    """Tags each :data:`OPERATOR`'s minus and quotes as cue and its term as one aspect (score 1), in place (the
-    model seldom reads a hyphen as a cue; this is syntax, not phrasing); the operators' start offsets."""
-    found, starts = [], [w[0] for w in words]  # words in text order: each operator's words found by bisection
-    for match in OPERATOR.finditer(text):
-        a, b = match.span(1) if match.group(1) is not None else match.span(2)
-        found.append(match.start())
-        for k in range(bisect.bisect_left(starts, match.start()), bisect.bisect_left(starts, match.end())):
-            s, e = words[k][:2]
-            tag = CUE if not a <= s < b else BEGIN if k == 0 or words[k - 1][0] < a else INSIDE
-            words[k] = (s, e, tag, 1.0)
-    return found
 
 
 _LIST_ITEM = re.compile(r"\s*(?:[-*•–—]|\(?\d{1,2}[.)])\s")
@@ -360,29 +360,28 @@ def decode(
     comes back whole."""
     words = list(_words(text, offsets, tags, scores if scores is not None else [1.0] * len(tags)))
     sentences = _sentence_spans(text)
-    operators = _operators(text, words)
+    spans_of = _Spans(sentences)
+    words, operators = tag_operators(text, words, CUE, BEGIN, INSIDE)
     # a cue word inside a negation that loosens ("X is not required", "Y is optional") says no exclusion
-    loosening = [m.span() for m in LOOSENING.finditer(text)]
+    loosening = _Spans([m.span() for m in LOOSENING.finditer(text)])
     cue_words = [(start, end) for start, end, tag, _ in words if tag == CUE]
-    loosened = {
-        i for i, (a, b) in enumerate(sentences) for s, _ in cue_words if a <= s < b and any(x <= s < y for x, y in loosening)
-    }
+    loosened = {spans_of.index(s) for s, _ in cue_words if loosening.index(s) >= 0}
     cued = {
-        i
-        for i, (a, b) in enumerate(sentences)
+        spans_of.index(start)
         for start, end in cue_words
-        if i not in loosened and a <= start < b and _carries_cue(text[start:end])
+        if spans_of.index(start) not in loosened and _carries_cue(text[start:end])
     }
-    cued |= {i for i, (a, b) in enumerate(sentences) for start in operators if a <= start < b}
+    cued |= {spans_of.index(start) for start in operators}
     # a clause whose cue words only link items takes its cue from a neighbour: the clause before it, whose list it
     # continues ("Exclude: A; B, C and D; E", "Not looking for:" then "- A" and "- B" on their lines), or the
     # verdict right after a question ("Chromebooks? Nah.", "X? Excluded.")
-    whole = _sentence_spans(text, _GUARD_END)
+    whole = _Spans(_sentence_spans(text, _GUARD_END))
     first = set(cued)
+    with_cue_words = {spans_of.index(s) for s, _ in cue_words}
     for i, (a, b) in enumerate(sentences):
-        if i in cued or i in loosened or not any(a <= s < b for s, _ in cue_words):
+        if i in cued or i in loosened or i not in with_cue_words:
             continue
-        same = next(((x, y) for x, y in whole if x <= a < y), None)
+        same = whole.at(a)
         before = text[sentences[i - 1][0] : sentences[i - 1][1]] if i else ""
         continues = i - 1 in cued and (
             (same is not None and same[0] <= sentences[i - 1][0])  # "Exclude: A; B"
@@ -393,9 +392,7 @@ def decode(
         if continues or asks:
             cued.add(i)
     words = [
-        (s, e, t, p)
-        if t == KEEP or t == CUE or any(a <= s < b for i, (a, b) in enumerate(sentences) if i in cued)
-        else (s, e, KEEP, p)
+        (s, e, t, p) if t == KEEP or t == CUE or spans_of.index(s) in cued else (s, e, KEEP, p)
         for s, e, t, p in words
     ]
     aspects: list[list] = []  # [start, end, first word, last word]
@@ -406,16 +403,21 @@ def decode(
         elif tag in (BEGIN, INSIDE):
             aspects[-1][1], aspects[-1][3] = end, k
         previous = tag
-    weak = [a for a in aspects if sum(w[3] for w in words[a[2] : a[3] + 1]) / (a[3] - a[2] + 1) < min_score]
+    weak = {k for k, a in enumerate(aspects) if sum(w[3] for w in words[a[2] : a[3] + 1]) / (a[3] - a[2] + 1) < min_score}
     exceptions = list(EXCEPTION.finditer(text)) if aspects else []
-    weak += [a for a in aspects if a not in weak and _in_exception(a[0], text, sentences, aspects, exceptions)]
-    generic = [a for a in aspects if a not in weak and _generic(text[a[0] : a[1]])]
-    dropped = [_clean_aspect(text[a[0] : a[1]]) for a in generic if _clean_aspect(text[a[0] : a[1]])]
-    weak += generic
-    for a in weak:  # back to the kept part
+    aspect_spans, exception_starts = _Spans([(a[0], a[1]) for a in aspects]), [m.start() for m in exceptions]
+    weak |= {
+        k
+        for k, a in enumerate(aspects)
+        if k not in weak and _in_exception(a[0], text, spans_of, aspect_spans, exceptions, exception_starts)
+    }
+    generic = [k for k, a in enumerate(aspects) if k not in weak and _generic(text[a[0] : a[1]])]
+    dropped = [d for d in (_clean_aspect(text[aspects[k][0] : aspects[k][1]]) for k in generic) if d]
+    weak |= set(generic)
+    for a in (aspects[k] for k in weak):  # back to the kept part
         for k in range(a[2], a[3] + 1):
             words[k] = (words[k][0], words[k][1], KEEP, words[k][3])
-    spans = [(a[0], a[1]) for a in aspects if a not in weak and _WORD.search(text[a[0] : a[1]])]
+    spans = [(a[0], a[1]) for k, a in enumerate(aspects) if k not in weak and _WORD.search(text[a[0] : a[1]])]
     exclude = [_clean_aspect(text[s:e]) for s, e in spans]
     spans = [span for span, aspect in zip(spans, exclude) if aspect]
     exclude = [aspect for aspect in exclude if aspect]
@@ -432,12 +434,10 @@ def decode(
         removed[begin:end] = [True] * (end - begin)
         last_cut_end = end
     kept = "".join(" " if gone else ch for ch, gone in zip(text, removed))
-    guards = []
-    whole_sentences = _sentence_spans(text, _GUARD_END)
-    for start, _ in spans:
-        s, e = next(((a, b) for a, b in whole_sentences if a <= start < b), (0, len(text)))
-        guard = _tidy(kept[s:e])
-        guards.append(guard if _WORD.search(guard) else "")
+    tidied: dict[tuple[int, int], str] = {}  # once per sentence, however many aspects it holds
+    for s, e in {whole.at(start) or (0, len(text)) for start, _ in spans}:
+        tidied[s, e] = _tidy(kept[s:e])
+    guards = [g if _WORD.search(g) else "" for g in (tidied[whole.at(a) or (0, len(text))] for a, _ in spans)]
     # the same aspect said twice counts once
     seen: dict[str, int] = {}
     unique, unique_guards = [], []
