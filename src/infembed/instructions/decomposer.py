@@ -238,22 +238,10 @@ def read_config(directory: Path) -> dict[str, Any]:
             f"its tags {config['tags']} are not this version's {list(TAGS)}", config_path, field="tags"
         )
     members = config.setdefault("members", [{"weights": WEIGHTS_FILE}])  # one member before session 15
-    if (
-        not isinstance(members, list)
-        or not members
-        or not all(
-            isinstance(m, dict)
-            and isinstance(m.get("weights"), str)
-            and m["weights"] == Path(m["weights"]).name
-            and m["weights"].endswith(".safetensors")
-            for m in members
-        )
-    ):
-        raise DataError(
-            "must list each member's weights file (a .safetensors name in its directory)",
-            config_path,
-            field="members",
-        )
+    files = [m.get("weights") if isinstance(m, dict) else None for m in members] if isinstance(members, list) else []
+    if not files or not all(isinstance(f, str) and f == Path(f).name and f.endswith(".safetensors") for f in files):
+        message = "must list each member's weights file (a .safetensors name in its directory)"
+        raise DataError(message, config_path, field="members")
     return config
 
 
