@@ -194,6 +194,7 @@ AUTO_BLIND = {
 }
 
 
+@pytest.mark.slow  # about 70 s: 3,700 instructions through two members (`make test` runs it after the fast suite)
 def test_auto_keeps_its_blind_figures():
     import json
     from pathlib import Path
