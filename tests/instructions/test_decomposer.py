@@ -173,7 +173,11 @@ def test_a_hyphenated_compound_is_never_cut_into_aspects_at_its_hyphens(tokenize
             ["paediatric"],
             "domain=clinical; publisher in (NICE, GOLD)",
         ),
-        ("source: CISA | vendor not in (Microsoft, 'Cisco') | year: 2024", ["Microsoft", "Cisco"], "source: CISA | | year: 2024"),
+        (
+            "source: CISA | vendor not in (Microsoft, 'Cisco') | year: 2024",
+            ["Microsoft", "Cisco"],
+            "source: CISA | | year: 2024",
+        ),
         ('region != "North America"; tier: gold', ["North America"], "tier: gold"),
         ("Iceland itinerary, tours \u2260 wanted, self-drive only", [], None),  # the sign is prose as often
         ("status: open & owner <> bot-account", ["bot-account"], "status: open &"),
@@ -657,6 +661,42 @@ def test_members_are_the_seeds_trained_alone_and_their_probabilities_are_average
         assert "decomposer" in str(error.value)
 
 
+def test_members_trained_as_parallel_jobs_are_the_seeds_trained_alone_with_their_threads(tmp_path):
+    """``--members 2 --jobs 2`` trains both members at once in spawned processes, each with half the threads; a
+    member is bit for bit what ``--seed`` alone trains with that many threads, and both progress bars report."""
+    import torch
+    from safetensors.torch import load_file
+
+    from infembed.instructions.decomposer import WEIGHTS_FILE
+    from infembed.instructions.decomposer_train import DecomposerTrainConfig, train_decomposer
+
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text("".join(json.dumps(row) + "\n" for row, _ in ROWS), encoding="utf-8")
+    settings = {"data": str(rows), "epochs": 1, "batch_size": 4, "joins": 0.5, "seed": 3}
+    stages = []
+    summary = train_decomposer(
+        DecomposerTrainConfig(**settings, output=str(tmp_path / "two"), members=2, jobs=2),
+        progress=lambda stage, done, total: stages.append((stage, done, total)),
+    )
+    threads = max(1, torch.get_num_threads() // 2)
+    assert [(m["seed"], m["threads"]) for m in summary["members"]] == [(3, threads), (4, threads)]
+    assert {stage for stage, _, _ in stages} == {"training 1/2", "training 2/2"}
+    assert all((stage, total, total) in stages for stage, _, total in stages)  # each ran to its last step
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        for seed in (3, 4):
+            train_decomposer(
+                DecomposerTrainConfig(**{**settings, "seed": seed}, output=str(tmp_path / f"s{seed}"))
+            )
+    finally:
+        torch.set_num_threads(before)
+    for member, seed in [(WEIGHTS_FILE, 3), ("decomposer-2.safetensors", 4)]:
+        got = load_file(str(tmp_path / "two" / member))
+        expected = load_file(str(tmp_path / f"s{seed}" / WEIGHTS_FILE))
+        assert got.keys() == expected.keys() and all(torch.equal(got[k], expected[k]) for k in got)
+
+
 def test_auto_is_the_shipped_decomposer_with_the_rules_as_fallback(monkeypatch):
     from infembed.instructions import split, split_instruction, split_instructions
 
@@ -686,7 +726,10 @@ def test_auto_is_the_shipped_decomposer_with_the_rules_as_fallback(monkeypatch):
     ("text", "readable"),
     [
         ("<b>no</b> <i>cats</i>", "no cats"),
-        ("Find papers on pets.<br>Exclude:<ul><li>cats</li><li>dogs</li></ul>", "Find papers on pets.\nExclude:\n- cats\n- dogs"),
+        (
+            "Find papers on pets.<br>Exclude:<ul><li>cats</li><li>dogs</li></ul>",
+            "Find papers on pets.\nExclude:\n- cats\n- dogs",
+        ),
         ('<span class="x">Hybrid cars</span>, <EM>not</EM> vans.', "Hybrid cars , not vans."),
         ("a<b and no c>d", "a<b and no c>d"),  # a comparison, not a tag
         ("<script>no cats</script>", "<script>no cats</script>"),  # not formatting: left as written

@@ -9,9 +9,10 @@ one)::
 
 Each step runs the backbone with its adapter over a batch of similar-length texts (about 50 minutes for the
 11,000 rows of data/decomposer on two CPU cores, per member: ``--members 2`` trains two with seeds ``seed`` and
-``seed + 1``, whose tag probabilities inference averages); ``--lora-rank 0`` trains only the head on the frozen backbone's
+``seed + 1``, whose tag probabilities inference averages; ``--jobs 2`` trains them at once in two processes with
+half the threads each, about 1.6x faster on two cores than one after the other); ``--lora-rank 0`` trains only the head on the frozen backbone's
 states, computed once (minutes, and much weaker). On a CUDA device when there is one (``--device``; a few minutes). Deterministic
-for a seed on one machine, device and thread count.
+for a seed on one machine, device and thread count (each member records the threads it had).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from infembed.data.errors import DataError, SettingsError
 from infembed.instructions.decomposer import (
@@ -77,6 +79,12 @@ class DecomposerTrainConfig:
         "Decomposers trained one after the other with seeds seed, seed+1, ...; inference averages their tag "
         "probabilities (each member costs a full training and one more backbone pass per text).",
     )
+    jobs: int = setting(
+        1,
+        "Members trained at once, each in its own process with an equal share of the CPU threads (--members 2 "
+        "--jobs 2 on two cores: about 1.6x faster than one after the other). A member is what --seed alone "
+        "trains with as many threads as its job had.",
+    )
     device: str = setting(
         "", "Where to train: cpu, cuda, cuda:1, ... (empty: cuda when there is one, else cpu)."
     )
@@ -85,6 +93,7 @@ class DecomposerTrainConfig:
     def __post_init__(self) -> None:
         check_number("epochs", self.epochs, minimum=1, integer=True)
         check_number("members", self.members, minimum=1, maximum=8, integer=True)
+        check_number("jobs", self.jobs, minimum=1, maximum=8, integer=True)
         check_number("batch_size", self.batch_size, minimum=1, integer=True)
         check_number("learning_rate", self.learning_rate, above=0)
         check_number("projection", self.projection, minimum=1, integer=True)
@@ -219,11 +228,9 @@ def train_decomposer(
     started = time.time()
     backbone = default_model_path()
     members, weights = [], []
-    for k, seed in enumerate(member_seeds(config)):
-        stage = "training" if config.members == 1 else f"training {k + 1}/{config.members}"
-        member_weights, member, shape = _train_member(
-            config, seed, train_rows, layers, device, backbone, progress, stage
-        )
+    trained = _train_members(config, train_rows, layers, device, backbone, progress)
+    shape = trained[0][2]
+    for k, (member_weights, member, _) in enumerate(trained):
         weights.append(member_weights)
         members.append({"weights": member_file(k), **member})
     summary = {
@@ -250,6 +257,106 @@ def train_decomposer(
             save_file(member_weights, str(out / member["weights"]))
         (out / CONFIG_FILE).write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
     return summary
+
+
+def _stage(config: DecomposerTrainConfig, k: int) -> str:
+    return "training" if config.members == 1 else f"training {k + 1}/{config.members}"
+
+
+def _train_members(config, train_rows, layers, device, backbone, progress) -> list[tuple]:
+    """Every member's ``(weights, record, shape)``, in member order: one after the other in this process, or
+    ``jobs`` at a time in worker processes (spawned: no state shared with this one), each with
+    ``threads // jobs`` torch threads; their progress comes back through a queue."""
+    import torch
+
+    seeds = member_seeds(config)
+    jobs = min(config.jobs, len(seeds))
+    if jobs == 1:
+        threads = torch.get_num_threads()
+        return [
+            _with_threads(
+                _train_member(config, s, train_rows, layers, device, backbone, progress, _stage(config, k)),
+                threads,
+            )
+            for k, s in enumerate(seeds)
+        ]
+    import multiprocessing
+    from multiprocessing.connection import wait
+
+    from safetensors.torch import load
+
+    threads = max(1, torch.get_num_threads() // jobs)
+    context = multiprocessing.get_context("spawn")  # no torch or tokenizer state copied from this process
+    waiting = list(enumerate(seeds))
+    running: dict[int, tuple[Any, Any]] = {}  # member -> (process, the end of its pipe that we read)
+    results: dict[int, tuple] = {}
+    try:
+        while waiting or running:
+            while waiting and len(running) < jobs:
+                k, seed = waiting.pop(0)
+                ours, theirs = context.Pipe(duplex=False)
+                args = (config, seed, train_rows, layers, str(device), backbone, threads, _stage(config, k))
+                process = context.Process(target=_member_job, args=(*args, theirs), daemon=True)
+                process.start()
+                theirs.close()
+                running[k] = (process, ours)
+            for k, (process, pipe) in list(running.items()):
+                while k in running and pipe.poll():
+                    try:
+                        kind, *payload = pipe.recv()
+                    except EOFError:  # it exited without sending its weights: killed
+                        process.join()
+                        raise SettingsError(
+                            f"the process training member {k + 1} died (exit code {process.exitcode}: killed, "
+                            "out of memory?); nothing was written; try fewer --jobs"
+                        ) from None
+                    if kind == "progress" and progress is not None:
+                        progress(*payload)
+                    elif kind == "error":
+                        raise payload[0]
+                    elif kind == "done":
+                        weights, record, shape = payload
+                        results[k] = (load(weights), record, shape)
+                        process.join()
+                        pipe.close()
+                        del running[k]
+            wait(
+                [pipe for _, pipe in running.values()] + [p.sentinel for p, _ in running.values()],
+                timeout=1.0,
+            )
+    finally:
+        for process, pipe in running.values():
+            process.terminate()
+            process.join()
+            pipe.close()
+    return [results[k] for k in range(len(seeds))]
+
+
+def _with_threads(trained: tuple, threads: int) -> tuple:
+    weights, record, shape = trained
+    return weights, {**record, "threads": threads}, shape
+
+
+def _member_job(config, seed, train_rows, layers, device, backbone, threads, stage, pipe) -> None:
+    """One member in a worker process of :func:`_train_members`, with ``threads`` torch threads: its progress,
+    then its weights (as safetensors bytes) or its error, go back through ``pipe``."""
+    import torch
+    from safetensors.torch import save
+
+    torch.set_num_threads(threads)
+
+    def report(stage: str, done: int, total: int) -> None:
+        pipe.send(("progress", stage, done, total))
+
+    try:
+        weights, record, shape = _train_member(
+            config, seed, train_rows, layers, torch.device(device), backbone, report, stage
+        )
+    except BaseException as error:  # noqa: BLE001 - the parent raises it
+        pipe.send(("error", error))
+        return
+    pipe.send(("done", save(weights), {**record, "threads": threads}, shape))
+    pipe.close()
 
 
 def _train_member(config, seed, train_rows, layers, device, backbone, progress, stage):
