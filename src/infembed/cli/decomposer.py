@@ -64,7 +64,7 @@ def train_command(settings: dict[str, Any]) -> None:
         if stage not in bars:
             for shown in bars.values() if config.jobs == 1 else ():  # parallel members: one bar each
                 shown.close()
-            bars[stage] = bar(stage, total, unit="texts" if stage == "encoding" else "steps")
+            bars[stage] = bar(stage, total, unit="texts" if stage.startswith("encoding") else "steps")
         bars[stage].set(done, total)
 
     try:

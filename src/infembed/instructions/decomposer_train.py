@@ -381,7 +381,9 @@ def _train_member(config, seed, train_rows, layers, device, backbone, progress, 
         model.train()
         features: list[torch.Tensor] = []
     else:
-        features = _frozen_features(model, examples, layers, pad, progress, device)
+        encoding = "encoding" + stage[len("training") :]  # "encoding 2/2" beside "training 2/2"
+        report = None if progress is None else lambda _, done, total: progress(encoding, done, total)
+        features = _frozen_features(model, examples, layers, pad, report, device)
     shape = {
         "feature_layers": layers,
         "projection": config.projection,
