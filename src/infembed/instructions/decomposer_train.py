@@ -266,7 +266,7 @@ def _stage(config: DecomposerTrainConfig, k: int) -> str:
 def _train_members(config, train_rows, layers, device, backbone, progress) -> list[tuple]:
     """Every member's ``(weights, record, shape)``, in member order: one after the other in this process, or
     ``jobs`` at a time in worker processes (spawned: no state shared with this one), each with
-    ``threads // jobs`` torch threads; their progress comes back through a queue."""
+    ``threads // jobs`` torch threads; their progress and weights come back through one pipe each."""
     import torch
 
     seeds = member_seeds(config)
@@ -349,13 +349,14 @@ def _member_job(config, seed, train_rows, layers, device, backbone, threads, sta
         pipe.send(("progress", stage, done, total))
 
     try:
-        weights, record, shape = _train_member(
-            config, seed, train_rows, layers, torch.device(device), backbone, report, stage
+        weights, record, shape = _with_threads(
+            _train_member(config, seed, train_rows, layers, torch.device(device), backbone, report, stage),
+            threads,
         )
     except BaseException as error:  # noqa: BLE001 - the parent raises it
         pipe.send(("error", error))
         return
-    pipe.send(("done", save(weights), {**record, "threads": threads}, shape))
+    pipe.send(("done", save(weights), record, shape))
     pipe.close()
 
 
