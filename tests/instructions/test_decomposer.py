@@ -185,6 +185,44 @@ def test_a_hyphenated_compound_is_never_cut_into_aspects_at_its_hyphens(tokenize
         ("why is a != b true in JavaScript", [], None),
         ("x != y", [], None),
         ("files not in git (untracked ones) keep showing up", [], None),
+        # query languages pasted into the search box: SQL, Lucene / Elasticsearch, Kusto, MongoDB, PubMed
+        (
+            "SELECT * FROM trials WHERE phase = 3 AND sponsor <> 'Pfizer' AND country NOT IN ('US', 'CA')",
+            ["Pfizer", "US", "CA"],
+            "SELECT * FROM trials WHERE phase = 3 AND AND",
+        ),
+        (
+            'genre:thriller AND NOT author:"Dan Brown" AND -format:(audiobook OR ebook)',
+            ["Dan Brown", "audiobook", "ebook"],
+            "genre:thriller AND AND",
+        ),
+        (
+            'Incidents | where Severity == "High" and Source !in~ ("test", "staging") | where Title !contains "drill"',
+            ["test", "staging", "drill"],
+            'Incidents | where Severity == "High" and | where',
+        ),
+        (
+            '{"team": "infra", "label": {"$nin": ["wontfix", "duplicate"]}, "state": {"$ne": "closed"}}',
+            ["wontfix", "duplicate", "closed"],
+            '{"team": "infra", "label": { }, "state": { }}',
+        ),
+        (
+            "WHERE region = 'EU' AND NOT (channel = 'retail' OR segment:\"SMB\")",
+            ["retail", "SMB"],
+            "WHERE region = 'EU' AND",
+        ),
+        (
+            "(ketamine[tiab] AND depress*[tiab]) NOT (rat[tiab] OR mice[tiab])",
+            ["rat", "mice"],
+            "(ketamine[tiab] AND depress*[tiab])",
+        ),
+        ("lang:go ctx -repo:archive/ -path:**/generated/**", ["archive", "generated"], "lang:go ctx"),
+        # a bare value ends at a separator or a keyword in capitals, so "and" inside a name stays in it
+        ("vendor <> Johnson and Johnson; year: 2020", ["Johnson and Johnson"], "year: 2020"),
+        # no topic: a comparison with zero, null or N/A is a constraint; prose in capitals; a question about SQL
+        ("WHERE refunded_amount <> 0 AND status != 'N/A'", [], None),
+        ("it is NOT (yet) available in stores", [], None),
+        ("why does WHERE x <> NULL never match", [], None),
     ],
 )
 def test_a_search_box_minus_excludes_its_term_where_the_model_tags_nothing(tokenizer, text, excluded, keep):
