@@ -101,6 +101,20 @@ def test_gold_tags_decode_to_the_labelled_split(tokenizer, row, expected):
             ["wind farms", "solar"],
             "skip wind farms, and don't focus on solar",
         ),
+        # a carve-out from an exclusion is wanted; "except" with nothing excluded before it excludes what it names;
+        # a clause joined on after the carve-out excludes again
+        (
+            "Drop surgical papers, except those comparing open with keyhole repair; keep those.",
+            ["surgical papers"],
+            "Drop surgical papers, except those comparing open with keyhole repair",
+        ),
+        ("Skip the sequels apart from the third one.", ["sequels"], "Skip the sequels apart from the third one"),
+        ("List every lake in the region except Lake Ohrid.", ["Lake Ohrid"], "except"),
+        (
+            "No pastries other than croissants, and no bread.",
+            ["pastries", "bread"],
+            "No pastries other than croissants, and no bread",
+        ),
     ],
 )
 def test_an_exception_or_reason_clause_is_not_excluded(tokenizer, text, excluded, clause):
@@ -116,6 +130,7 @@ def test_an_exception_or_reason_clause_is_not_excluded(tokenizer, text, excluded
         "flip phones",
     }
     named |= {"marketing copy", "field trials", "wind farms", "solar"}
+    named |= {"surgical papers", "keyhole repair", "sequels", "third one", "Lake Ohrid", "pastries", "croissants", "bread"}
     spans = [(text.index(n), text.index(n) + len(n)) for n in named if n in text]
     cue = (text.index(clause), text.index(clause) + len(clause))
     tags = []
@@ -223,6 +238,9 @@ def test_a_hyphenated_compound_is_never_cut_into_aspects_at_its_hyphens(tokenize
         ("WHERE refunded_amount <> 0 AND status != 'N/A'", [], None),
         ("it is NOT (yet) available in stores", [], None),
         ("why does WHERE x <> NULL never match", [], None),
+        # the logic sign is a minus; a field ends at any space before a keyword, U+0085 too
+        ("mould remediation ¬bleach ¬ozone-generators", ["bleach", "ozone-generators"], "mould remediation"),
+        ("WHERE tier = 'gold' AND carrier <> 'Acme'\x85AND year = 2024", ["Acme"], "WHERE tier = 'gold' AND AND year = 2024"),
     ],
 )
 def test_a_search_box_minus_excludes_its_term_where_the_model_tags_nothing(tokenizer, text, excluded, keep):

@@ -19,9 +19,10 @@ _LIST = r"\(([^()\n]{1,300})\)"
 #: A search box's minus: ``-term``, ``-"a phrase"``, ``-site:term``, ``-field:(a OR b)`` after a space (or first)
 #: excludes the term(s), as web search engines and Lucene read it; a hyphen inside a word, a dash between spaces, a
 #: minus before a number or a command-line flag ("-la", "-std=c++20", "java -jar app.jar") is none. Not the minus
-#: sign U+2212: in the tables it was arithmetic ("+income \u2212expenses") as often as search syntax.
+#: sign U+2212: in the tables it was arithmetic ("+income \u2212expenses") as often as search syntax. The logic sign
+#: "¬" (``¬droperidol ¬peds``) is a minus: it has no other use.
 OPERATOR = re.compile(
-    rf'(?:^|(?<=[\s(]))-(?:{_FIELD}:(?:"([^"\n]+)"|{_LIST}|([^\s()"`]+))|"([^"\n]+)"'
+    rf'(?:^|(?<=[\s(]))[-¬](?:{_FIELD}:(?:"([^"\n]+)"|{_LIST}|([^\s()"`]+))|"([^"\n]+)"'
     r'|([^\W\d_][^\s,;!?()\[\]{}"=/\\:`]{2,})(?![=/\\\w:])'
     r"(?!\s+[\"'*./~]|\s+\S*[./]\w))"
 )
@@ -37,7 +38,7 @@ NOT_GROUP = re.compile(rf"\bNOT[ \t]*{_LIST}")
 _BEFORE = "|".join(rf"(?<=\b{k}\s)" for k in ("AND", "OR", "WHERE", "and", "or", "where", "Where"))
 #: What ends a field: a separator, the end, or a query keyword in capitals (also "and"/"or" after a quoted value,
 #: where they cannot belong to it: "vendor <> Johnson and Johnson" keeps its value whole).
-_AFTER = r"[;|,&\n)]|$|[ \t]+(?:AND|OR|ORDER|GROUP|LIMIT)\b"
+_AFTER = r"[;|,&\n)]|$|[^\S\n]+(?:AND|OR|ORDER|GROUP|LIMIT)\b"  # any space but a line break (U+0085 too)
 NOT_EQUAL = re.compile(
     rf"(?:^|(?<=[;|,&\n(])|{_BEFORE})[ \t]*{_FIELD}[ \t]*(?:!=|<>|!~)[ \t]*"
     rf"(?:(?:\"([^\"\n]+)\"|'([^'\n]+)')[ \t]*(?={_AFTER}|(?<=[\"'])[ \t]*(?:and|or)\b)"

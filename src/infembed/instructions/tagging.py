@@ -14,7 +14,6 @@ back into an :class:`~infembed.instructions.Instruction`.
 
 from __future__ import annotations
 
-import bisect
 import random
 import re
 from collections.abc import Iterator, Sequence
@@ -22,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from infembed.data.errors import DataError
+from infembed.instructions.clauses import GUARD_END, Exceptions, Spans, sentence_spans
 from infembed.instructions.instruction import Instruction
 from infembed.instructions.syntax import tag_operators
 
@@ -168,9 +168,9 @@ def token_tags(item: LabelledInstruction, offsets: Sequence[tuple[int, int]]) ->
 
 # ----------------------------------------------------------------------------------------------- decoding
 _WORD = re.compile(r"\w", re.UNICODE)
+_NAMES = re.compile(r"\w\w", re.UNICODE)  # an aspect that can name something (not a stray "4" of "1921.4.60")
 _JOINERS = frozenset("-'’‐‑")
 _EDGE = " \t\n\r\"'`“”‘’«».,;:!?()[]{}<>-–—/*_#&|"
-_SENTENCE_END = re.compile(r"[.!?;]+(?=\s|$)|\n+")
 
 
 def _clean_aspect(text: str) -> str:
@@ -224,21 +224,6 @@ def _tidy(text: str) -> str:
     return text.strip().rstrip(",;:–—-").strip()
 
 
-#: A guard is the positive requirement of the aspect's whole sentence, across a semicolon ("Only documents on X are
-#: relevant; documents on Y are not relevant": the guard of Y is the first clause), as the rules read it.
-_GUARD_END = re.compile(r"[.!?]+(?=\s|$)|\n+")
-
-
-def _sentence_spans(text: str, ends: re.Pattern[str] = _SENTENCE_END) -> list[tuple[int, int]]:
-    spans, start = [], 0
-    for match in ends.finditer(text):
-        spans.append((start, match.end()))
-        start = match.end()
-    if start < len(text):
-        spans.append((start, len(text)))
-    return spans
-
-
 #: Heads that name "what is retrieved", not content: an aspect made only of these (and stop words) is no aspect.
 GENERIC = frozenset(
     "a an the of in on at to for from by with about and or that which who this these those it its any all some "
@@ -289,55 +274,6 @@ def _carries_cue(word: str) -> bool:
     return any(not ch.isspace() and ch not in _PUNCTUATION for ch in word)
 
 
-#: Words that open a clause stating an exception to an exclusion, a reason for it, or a turn back to what is wanted
-#: ("X is off-topic *unless they also report Y*", "skip Z *because it crashes*", "skip X *and stick to Y*", "cut
-#: X *in favour of Y*"): what follows them is not what is excluded.
-EXCEPTION = re.compile(
-    r"\b(?:unless|even (?:if|though|where|when)|provided(?: that)?|providing|as long as|so long as|because|since|"
-    r"although|though|given that|except (?:when|where|if)|in favou?r of|stick(?:ing)? (?:to|with)|"
-    r"(?<!not )(?<!n't )(?:focus(?:ing)?|concentrat(?:e|ing)) (?:instead )?on|what (?:I|we) (?:need|want) is)\b",
-    re.IGNORECASE,
-)
-#: Where a clause of its own is joined on after an exception or reason ("..., and please no flip phones").
-_NEXT_CLAUSE = re.compile(r"[,\u2014\u2013]\s*(?:and|but|or|plus|also|oh and)\b|\s[\u2014\u2013-]\s", re.IGNORECASE)
-
-
-class _Spans:
-    """Spans of a text in order, none overlapping, found by bisection (the decode stays linear in a long text)."""
-
-    def __init__(self, spans: Sequence[tuple[int, int]]):
-        self.spans, self.starts = list(spans), [a for a, _ in spans]
-
-    def index(self, pos: int) -> int:  # of the span that holds pos; -1: none
-        k = bisect.bisect_right(self.starts, pos) - 1
-        return k if k >= 0 and pos < self.spans[k][1] else -1
-
-    def at(self, pos: int) -> tuple[int, int] | None:
-        return self.spans[self.index(pos)] if self.index(pos) >= 0 else None
-
-
-def _in_exception(start: int, text: str, sentences: _Spans, aspects: _Spans, exceptions: Sequence[re.Match[str]], exception_starts: Sequence[int]) -> bool:
-    """Whether an aspect starting at ``start`` lies in an exception or reason clause (:data:`EXCEPTION`, up to the
-    end of its sentence) opened after another aspect of the sentence was excluded: "Muon spin studies are off-topic
-    unless they also report neutron data" excludes muon spin studies, not neutron data. The model tags such a clause
-    as part of the exclusion (cue), so it is told by its place: "Because I'm vegan, skip meat" keeps meat. The clause
-    ends where a new one is joined on ("no X because Y, and no Z" excludes Z). ``exceptions``: the text's matches
-    (and their starts), in order."""
-    a, b = sentences.at(start) or (0, len(text))
-    k = bisect.bisect_left(aspects.starts, a)  # the sentence's first aspect: it ends before any other of it does
-    first_end = aspects.spans[k][1] if k < len(aspects.spans) else len(text) + 1
-    for match in exceptions[bisect.bisect_left(exception_starts, a) :]:
-        if match.start() >= b:
-            break
-        if match.end() > b:
-            continue
-        after = _NEXT_CLAUSE.search(text, match.end(), b)  # "..., and please no flip phones": a clause of its own
-        inside = match.end() <= start < (after.start() if after else b)
-        if inside and first_end <= match.start():
-            return True
-    return False
-
-
 _LIST_ITEM = re.compile(r"\s*(?:[-*•–—]|\(?\d{1,2}[.)])\s")
 
 
@@ -359,11 +295,11 @@ def decode(
     words ("passages about", "the"; listed in ``dropped``), is left to the kept part. No aspect: the instruction
     comes back whole."""
     words = list(_words(text, offsets, tags, scores if scores is not None else [1.0] * len(tags)))
-    sentences = _sentence_spans(text)
-    spans_of = _Spans(sentences)
+    sentences = sentence_spans(text)
+    spans_of = Spans(sentences)
     words, operators = tag_operators(text, words, CUE, BEGIN, INSIDE)
     # a cue word inside a negation that loosens ("X is not required", "Y is optional") says no exclusion
-    loosening = _Spans([m.span() for m in LOOSENING.finditer(text)])
+    loosening = Spans([m.span() for m in LOOSENING.finditer(text)])
     cue_words = [(start, end) for start, end, tag, _ in words if tag == CUE]
     loosened = {spans_of.index(s) for s, _ in cue_words if loosening.index(s) >= 0}
     cued = {
@@ -375,7 +311,7 @@ def decode(
     # a clause whose cue words only link items takes its cue from a neighbour: the clause before it, whose list it
     # continues ("Exclude: A; B, C and D; E", "Not looking for:" then "- A" and "- B" on their lines), or the
     # verdict right after a question ("Chromebooks? Nah.", "X? Excluded.")
-    whole = _Spans(_sentence_spans(text, _GUARD_END))
+    whole = Spans(sentence_spans(text, GUARD_END))
     first = set(cued)
     with_cue_words = {spans_of.index(s) for s, _ in cue_words}
     for i, (a, b) in enumerate(sentences):
@@ -404,16 +340,14 @@ def decode(
             aspects[-1][1], aspects[-1][3] = end, k
         previous = tag
     weak = {k for k, a in enumerate(aspects) if sum(w[3] for w in words[a[2] : a[3] + 1]) / (a[3] - a[2] + 1) < min_score}
-    exceptions = list(EXCEPTION.finditer(text)) if aspects else []
-    aspect_spans, exception_starts = _Spans([(a[0], a[1]) for a in aspects]), [m.start() for m in exceptions]
-    weak |= {
-        k
-        for k, a in enumerate(aspects)
-        if k not in weak and _in_exception(a[0], text, spans_of, aspect_spans, exceptions, exception_starts)
-    }
-    generic = [k for k, a in enumerate(aspects) if k not in weak and _generic(text[a[0] : a[1]])]
-    dropped = [d for d in (_clean_aspect(text[aspects[k][0] : aspects[k][1]]) for k in generic) if d]
-    weak |= set(generic)
+    generic = {k for k, a in enumerate(aspects) if k not in weak and _generic(text[a[0] : a[1]])}
+    excluded = [
+        (a[0], a[1]) for k, a in enumerate(aspects) if k not in weak | generic and _NAMES.search(text, a[0], a[1])
+    ]
+    exceptions = Exceptions(text, spans_of, excluded) if aspects else None
+    weak |= {k for k, a in enumerate(aspects) if k not in weak and exceptions is not None and exceptions.covers(a[0])}
+    dropped = [d for d in (_clean_aspect(text[aspects[k][0] : aspects[k][1]]) for k in sorted(generic - weak)) if d]
+    weak |= generic
     for a in (aspects[k] for k in weak):  # back to the kept part
         for k in range(a[2], a[3] + 1):
             words[k] = (words[k][0], words[k][1], KEEP, words[k][3])
