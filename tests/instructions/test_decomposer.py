@@ -180,6 +180,8 @@ def test_a_hyphenated_compound_is_never_cut_into_aspects_at_its_hyphens(tokenize
         ("winter lows of -40 degrees in e-mail archives - a dash", [], None),
         # command-line flags are no operators
         ("why does ls -la hide files; java -jar app.jar; gcc -std=c++20; docker run -it", [], None),
+        # a line holding a flag with its argument is a command line: none of its minus signs excludes
+        ("find . -type f -size +100M -mtime -7 -user backup", [], None),
         # the minus sign U+2212 is arithmetic as often: none
         ("spending tracker: +income \u2212expenses \u2192 balance", [], None),
         # a filter line's negated fields: != (or <>) and "not in (...)"
@@ -323,6 +325,15 @@ def test_a_search_box_minus_excludes_its_term_where_the_model_tags_nothing(token
             },
             ["pineapple toppings"],
         ),
+        # but a check mark (or a flag) affirms: a filter list of ticks excludes nothing
+        (
+            {
+                "text": "flat to rent | balcony ✓ | pets ✔️ | ships to 🇨🇦",
+                "aspects": ["pets", "ships"],
+                "clauses": ["pets ✔️", "ships to 🇨🇦"],
+            },
+            [],
+        ),
         (
             {
                 "text": "Exclude: bodies of revolution; ogives, cones and wedges.",
@@ -366,6 +377,7 @@ def test_a_search_box_minus_excludes_its_term_where_the_model_tags_nothing(token
         "need-not-beside",
         "rather-than",
         "emoji",
+        "check-mark",
         "semicolon-list",
         "colon-lines",
         "question-verdict",

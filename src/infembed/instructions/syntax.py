@@ -10,6 +10,7 @@ The learned decomposer seldom reads these symbols as cues, and they are syntax, 
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Sequence
 
@@ -105,12 +106,30 @@ def _items(text: str, start: int, end: int) -> list[tuple[int, int]]:
     return _values(text, [_value(text, a, b) for a, b in zip(cuts[::2], cuts[1::2])])
 
 
+#: A command line's flag with its argument: a single character or a signed size ("find . -type f -size +100M"). A
+#: line holding one is a command: none of its minus signs is a search box's (``-user deploy`` there is a flag too).
+_COMMAND_FLAG = re.compile(r"(?:^|(?<=\s))-[A-Za-z][\w-]*[ \t]+(?:[A-Za-z0-9]|[+-]\d\w*)(?=\s|$)")
+
+
+def _on_command_line(text: str, pos: int, commands: Sequence[int]) -> bool:
+    """Whether the line of ``pos`` holds a command-line flag with an argument (``commands``: their starts)."""
+    if not commands:
+        return False
+    start, end = text.rfind("\n", 0, pos) + 1, text.find("\n", pos)
+    end = len(text) if end < 0 else end
+    k = bisect.bisect_left(commands, start)
+    return k < len(commands) and commands[k] < end
+
+
 def operators(text: str) -> list[tuple[int, int, list[tuple[int, int]]]]:
     """``(start, end, aspects)`` of each operator in ``text`` (in order, none overlapping): the span of the whole
     construct and the character spans of the terms it excludes."""
     found: list[tuple[int, int, list[tuple[int, int]]]] = []
+    commands = [m.start() for m in _COMMAND_FLAG.finditer(text)]
     for pattern, lists in ((OPERATOR, 2), (NOT_FIELD, 1), (NOT_MATCH, 0)):  # lists: the group of a value list
         for match in pattern.finditer(text):
+            if pattern is OPERATOR and text[match.start()] == "-" and _on_command_line(text, match.start(), commands):
+                continue
             group = next(g for g in range(1, pattern.groups + 1) if match.group(g) is not None)
             aspects = (
                 _items(text, *match.span(group)) if group == lists else _values(text, [match.span(group)])

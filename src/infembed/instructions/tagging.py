@@ -263,15 +263,18 @@ LOOSENING = re.compile(
 
 
 _PUNCTUATION = frozenset(_EDGE + "…·•+=~^%$@")
+#: Symbols that affirm or rate, never exclude: check marks of a filter list ("balcony ✓ | parking ✓"), a thumbs-up,
+#: rating stars, the variation selector of an emoji, and the regional indicators that spell a flag ("ships to 🇨🇦").
+_AFFIRMING = frozenset("✓✔☑✅👍★☆⭐\ufe0f") | frozenset(map(chr, range(0x1F1E6, 0x1F200)))
 
 
 def _carries_cue(word: str) -> bool:
     """Whether a word tagged as cue can say an exclusion: not only linking words or punctuation (a symbol such as
-    an emoji can: "pineapple toppings ❌")."""
+    an emoji can: "pineapple toppings ❌"; a check mark cannot)."""
     tokens = re.findall(r"\w+", word.lower())
     if tokens:
         return not all(t in LINKING for t in tokens)
-    return any(not ch.isspace() and ch not in _PUNCTUATION for ch in word)
+    return any(not ch.isspace() and ch not in _PUNCTUATION and ch not in _AFFIRMING for ch in word)
 
 
 _LIST_ITEM = re.compile(r"\s*(?:[-*•–—]|\(?\d{1,2}[.)])\s")
