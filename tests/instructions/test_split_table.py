@@ -195,9 +195,13 @@ AUTO_BLIND = {
     "table-48": (0.829, 0.775, 17),
     "table-49": (0.936, 0.885, 8),  # session 17: the query-language syntax (was 0.822 / 0.863 / 7)
     "table-50": (0.861, 0.854, 5),
-    "table-51": (0.898, 0.886, 3),
+    "table-51": (0.910, 0.918, 3),  # session 18: carve-outs and "¬" (was 0.898 / 0.886 / 3)
     "table-52": (0.902, 0.929, 1),
     "table-53": (0.920, 0.898, 1),
+    # round 18, scored blind at 0.893 / 0.864 / 4, 0.952 / 0.869 / 8, 0.874 / 0.855 / 8; then ticks and command lines
+    "table-54": (0.893, 0.886, 3),
+    "table-55": (0.952, 0.869, 8),
+    "table-56": (0.874, 0.885, 4),
 }
 
 
