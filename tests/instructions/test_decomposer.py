@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -550,6 +551,39 @@ def test_cli_split_and_train(tmp_path, trained):
     assert result.exit_code == 2 and "line 1" in result.stderr and "aspects" in result.stderr
     result = runner.invoke(app, ["decomposer", "train", "--data", str(bad), "--feature-layers", "9"])
     assert result.exit_code == 2 and "feature_layers" in result.stderr
+    good = tmp_path / "good.jsonl"
+    good.write_text("".join(json.dumps(row) + "\n" for row, _ in ROWS), encoding="utf-8")
+    for data in ([good, bad], [good, tmp_path / "missing.jsonl"]):  # every --data is read, the bad one named
+        args = [a for path in data for a in ("--data", str(path))]
+        result = runner.invoke(app, ["decomposer", "train", *args, "--output", str(tmp_path / "m")])
+        assert result.exit_code == 2 and str(data[1]) in result.stderr and "Traceback" not in result.output
+    assert not (tmp_path / "m").exists()
+
+
+def test_several_data_paths_are_read_in_order_each_file_once(tmp_path):
+    from infembed.instructions.tagging import read_labelled_files
+
+    rows = [
+        json.dumps({"text": f"Cars, not vans {k}.", "aspects": [f"vans {k}"], "clauses": [f", not vans {k}"]})
+        + "\n"
+        for k in range(4)
+    ]
+    folder = tmp_path / "dir"
+    folder.mkdir()
+    (folder / "b.jsonl").write_text(rows[1] + rows[2], encoding="utf-8")
+    (folder / "a.jsonl").write_text(rows[0], encoding="utf-8")
+    (folder / "notes.txt").write_text("not rows")
+    extra = tmp_path / "extra.jsonl"
+    extra.write_text(rows[3], encoding="utf-8")
+    got, files = read_labelled_files([str(extra), folder, str(folder / "a.jsonl")])
+    assert [r.text for r in got] == [f"Cars, not vans {k}." for k in (3, 0, 1, 2)]
+    assert [Path(f).name for f in files] == ["extra.jsonl", "a.jsonl", "b.jsonl"]
+    alone = read_labelled_files(folder)[0]  # one path, as before
+    assert [r.text for r in alone] == [r.text for r in got[1:]]
+    for data, match in (([], "no labelled"), ([extra, tmp_path / "empty"], "empty")):
+        (tmp_path / "empty").mkdir(exist_ok=True)
+        with pytest.raises(DataError, match=match):
+            read_labelled_files(data)
 
 
 def test_train_never_replaces_an_output_silently(tmp_path, trained):

@@ -41,9 +41,8 @@ from infembed.instructions.decomposer import (
 from infembed.instructions.tagging import (
     IGNORE,
     TAGS,
-    LabelledInstruction,
     augmented,
-    read_labelled,
+    read_labelled_files,
     token_tags,
 )
 from infembed.settings import check_number, setting
@@ -53,7 +52,10 @@ from infembed.settings import check_number, setting
 class DecomposerTrainConfig:
     """How the decomposer is trained; saved in ``decomposer.json`` beside the weights."""
 
-    data: str = setting("data/decomposer", "A labelled-instructions JSONL file or a directory of them.")
+    data: list[str] = setting(
+        default_factory=lambda: ["data/decomposer"],
+        help="Labelled-instructions JSONL files or directories of them; repeat to mix (rows are concatenated).",
+    )
     output: str = setting("runs/decomposer", "Directory to write the decomposer to.")
     epochs: int = setting(3, "Passes over the (augmented) rows.")
     batch_size: int = setting(32, "Instructions per step.")
@@ -91,6 +93,8 @@ class DecomposerTrainConfig:
     overwrite: bool = setting(False, "Replace a decomposer already in --output.")
 
     def __post_init__(self) -> None:
+        if isinstance(self.data, (str, Path)):  # the Python API's one path
+            object.__setattr__(self, "data", [str(self.data)])
         check_number("epochs", self.epochs, minimum=1, integer=True)
         check_number("members", self.members, minimum=1, maximum=8, integer=True)
         check_number("jobs", self.jobs, minimum=1, maximum=8, integer=True)
@@ -116,18 +120,6 @@ class DecomposerTrainConfig:
                 f"feature_layers must be comma-separated layers 0..6, got {self.feature_layers!r}"
             )
         return layers
-
-
-def load_rows(data: str | Path) -> tuple[list[LabelledInstruction], list[str]]:
-    """The rows of a file or of every ``*.jsonl`` in a directory, and the files read (sorted)."""
-    path = Path(data)
-    files = sorted(path.glob("*.jsonl")) if path.is_dir() else [path]
-    if not files or not all(f.is_file() for f in files):
-        raise DataError("holds no labelled-instructions .jsonl file", path, field="data")
-    rows = [row for f in files for row in read_labelled(f)]
-    if len(rows) < 2:
-        raise DataError("needs at least two labelled instructions", path, field="data")
-    return rows, [str(f) for f in files]
 
 
 def check_output(output: Path, overwrite: bool) -> None:
@@ -215,7 +207,7 @@ def train_decomposer(
 
     layers = config.layers()
     check_output(Path(config.output), config.overwrite)
-    rows, files = load_rows(config.data)
+    rows, files = read_labelled_files(config.data)
     train_rows = [r for r in rows if not config.holdout or r.source != config.holdout]
     if config.holdout and len(train_rows) == len(rows):
         raise SettingsError(f"holdout {config.holdout!r} names no writer/source of the rows")

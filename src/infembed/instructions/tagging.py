@@ -121,6 +121,26 @@ def read_labelled(path: str | Path) -> list[LabelledInstruction]:
     return [labelled_from_json(obj, path, line) for line, obj in iter_jsonl(path)]
 
 
+def read_labelled_files(
+    data: str | Path | Sequence[str | Path],
+) -> tuple[list[LabelledInstruction], list[str]]:
+    """The rows of each file, and of every ``*.jsonl`` in each directory (sorted), in the order given, and the
+    files read; a file named twice (itself and through its directory) is read once."""
+    specs = [data] if isinstance(data, (str, Path)) else list(data)
+    if not specs:
+        raise DataError("no labelled instructions given", field="data", hint="give --data FILE_OR_DIR")
+    files: list[Path] = []
+    for spec in map(Path, specs):
+        found = sorted(spec.glob("*.jsonl")) if spec.is_dir() else [spec]
+        if not found or not all(f.is_file() for f in found):
+            raise DataError("holds no labelled-instructions .jsonl file", spec, field="data")
+        files += [f for f in found if f.resolve() not in {g.resolve() for g in files}]
+    rows = [row for f in files for row in read_labelled(f)]
+    if len(rows) < 2:
+        raise DataError("needs at least two labelled instructions", specs[0], field="data")
+    return rows, [str(f) for f in files]
+
+
 def _clip(spans: tuple[tuple[int, int], ...], cut: int) -> tuple[tuple[int, int], ...]:
     return tuple((s, min(e, cut)) for s, e in spans if s < cut)
 
