@@ -835,6 +835,9 @@ def test_auto_is_the_shipped_decomposer_with_the_rules_as_fallback(monkeypatch):
         ('<span class="x">Hybrid cars</span>, <EM>not</EM> vans.', "Hybrid cars , not vans."),
         ("a<b and no c>d", "a<b and no c>d"),  # a comparison, not a tag
         ("<script>no cats</script>", "<script>no cats</script>"),  # not formatting: left as written
+        ("Exclude crypto &amp; NFTs", "Exclude crypto & NFTs"),  # a character reference, escaped without tags
+        ("<p>Grants for R&amp;D&nbsp;&#8211; nothing on tax credits</p>", "Grants for R&D\xa0\u2013 nothing on tax credits"),
+        ("AT&T phones, no Samsung; Smith&parents", "AT&T phones, no Samsung; Smith&parents"),  # no semicolon: text
     ],
 )
 @pytest.mark.parametrize("splitter", ["auto", "rules"])

@@ -10,6 +10,7 @@ A missing or corrupt shipped decomposer is an error naming its file, never a sil
 from __future__ import annotations
 
 import functools
+import html
 import re
 import threading
 from collections.abc import Callable, Sequence
@@ -39,6 +40,9 @@ _MARKUP = re.compile(
 #: A tag that ends a line or item: read as a line break, so list items stay apart; an item starts "- ".
 _ITEM = re.compile(r"<li\b", re.IGNORECASE)
 _BLOCK = re.compile(r"</?(?:blockquote|br|div|h[1-6]|hr|li|ol|p|pre|table|tr|ul)\b", re.IGNORECASE)
+#: A character reference of pasted HTML ("&amp;", "&#8217;", "&#x2014;"), semicolon included: read as its character.
+#: Without the semicolon it is text ("AT&T", "R&D", "&para" in "Smith&parents").
+_ENTITY = re.compile(r"&(?:#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6}|[A-Za-z][A-Za-z0-9]{1,31});")
 
 _RULES_CACHE: dict[str, Instruction] = {}
 _AUTO_CACHE: dict[str, Instruction] = {}
@@ -117,11 +121,17 @@ def split_instruction(
 
 def without_markup(text: str) -> str:
     """``text`` without its HTML formatting tags (:data:`_MARKUP`): inline ones become a space, block ones a line
-    break, an ``<li>`` a "- " item; "<b>no</b> <i>crypto</i>" is read as "no crypto", not as words and tag debris."""
-    if "<" not in text:
+    break, an ``<li>`` a "- " item; "<b>no</b> <i>crypto</i>" is read as "no crypto", not as words and tag debris.
+    Character references (:data:`_ENTITY`) become their character: "crypto &amp; NFTs" lists two items."""
+    if "<" not in text and "&" not in text:
         return text
-    text = _MARKUP.sub(lambda m: "\n- " if _ITEM.match(m.group()) else "\n" if _BLOCK.match(m.group()) else " ", text)
-    return re.sub(r"\s*\n\s*", "\n", re.sub(r"[ \t]{2,}", " ", text)).strip()
+    readable = _MARKUP.sub(
+        lambda m: "\n- " if _ITEM.match(m.group()) else "\n" if _BLOCK.match(m.group()) else " ", text
+    )
+    readable = _ENTITY.sub(lambda m: html.unescape(m.group()), readable)
+    if readable == text:
+        return text
+    return re.sub(r"\s*\n\s*", "\n", re.sub(r"[ \t]{2,}", " ", readable)).strip()
 
 
 def _remember(cache: dict[str, Instruction], text: str, split: Instruction) -> None:
