@@ -164,10 +164,10 @@ def test_rules_splitter_on_the_blind_tables(positive, plain, request):
     assert r["false_exclusions"] <= KNOWN_BLIND_FALSE_EXCLUSIONS[table], report
 
 
-# The shipped learned decomposer (auto) on the tables of bench/decomposer-blind it was not trained on (rounds 9-20):
+# The shipped learned decomposer (auto) on the tables of bench/decomposer-blind it was not trained on (rounds 9-21):
 # its figures as measured when it was shipped (session 21: session 20's C20, two members, seeds 3 and 4, averaged;
 # chosen by a rule written before it was trained, with rounds 9-18 as the rule's bars; round 19 written blind while
-# it trained, round 20 after it shipped; docs/instructions.md), so that a change of weights or decoding that loses
+# it trained, rounds 20-21 after it shipped; docs/instructions.md), so that a change of weights or decoding that loses
 # ground on phrasings nobody tuned for shows here. Floors are the measured figures less 0.02 (a borderline token may
 # be tagged otherwise by another CPU's kernels); plain instructions split, measured + 1.
 AUTO_BLIND = {
@@ -207,10 +207,13 @@ AUTO_BLIND = {
     "table-60": (0.900, 0.908, 1),
     "table-61": (0.953, 0.920, 5),
     "table-62": (0.929, 0.940, 4),
+    "table-63": (0.904, 0.911, 1),
+    "table-64": (0.919, 0.931, 1),
+    "table-65": (0.876, 0.908, 1),
 }
 
 
-@pytest.mark.slow  # 2-6 min: 7,100 instructions through two members (`make test` runs it after the fast suite)
+@pytest.mark.slow  # 2-6 min: 7,700 instructions through two members (`make test` runs it after the fast suite)
 def test_auto_keeps_its_blind_figures():
     import json
     from pathlib import Path
