@@ -8,9 +8,9 @@ sentence rewritten in six new phrasings (docs/instructions.md).
 helpers who saw neither the splitters nor their data, keeping the same excluded aspects and qualifications
 ("only", "limited to") so the judgments stay valid; p1 assessor verdicts without "are not relevant", p2 a user's
 requests, p3 terse labels, lists and contrasts; p4-p6 (session 21, blind for the decomposer shipped then) a
-non-native researcher, an engineer's understated review comment, search-assistant shorthand. The benchmark dirs are built at run time from
-``$INFEMBED_DATA_DIR/followir-cranfield-excl`` (corpus, qrels, og instructions; never copied into the
-repository): changed instruction = og instruction + " " + the new sentence, as in the standard phrasing.
+non-native researcher, an engineer's understated review comment, search-assistant shorthand. The benchmark dirs
+are built at run time from ``$INFEMBED_DATA_DIR/followir-cranfield-excl`` (corpus, qrels, og instructions; never
+copied into the repository): changed instruction = og instruction + " " + the new sentence, as in the standard phrasing.
 Prints p-MRR, og MAP@1000 and changed nDCG@10 (x100) per retriever, splitter and phrasing, and each phrasing's
 p-MRR minus the standard one's.
 """
