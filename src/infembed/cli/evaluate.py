@@ -87,7 +87,7 @@ def eval_command(
     exclusions: str = typer.Option(
         "off",
         "--exclusions",
-        help="Exclusion-aware scoring: 'off' (plain), 'rules' (split each instruction into what to find and what to leave out with English rules, penalise documents matching an excluded aspect) or 'llm' (split with an LLM: --exclusion-llm-url/--exclusion-llm-model). See docs/instructions.md.",
+        help="Exclusion-aware scoring: 'off' (default here: plain, the benchmark as published), 'auto' (the learned decomposer splits each instruction into what to find and what to leave out; documents matching an excluded aspect are pushed down; search and serve default to it), 'rules' (the same split by English rules) or 'llm' (split with an LLM: --exclusion-llm-url/--exclusion-llm-model). See docs/instructions.md.",
     ),
     exclusion_llm_url: ExclusionLlmUrl = None,
     exclusion_llm_model: ExclusionLlmModel = None,
