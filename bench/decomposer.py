@@ -1,7 +1,7 @@
 """How well each splitter finds excluded aspects, on tables it was not trained on, and how fast (docs/instructions.md).
 
     .venv/bin/python bench/decomposer.py                 # every table, rules vs auto (the shipped decomposer), + latency
-    .venv/bin/python bench/decomposer.py --tables bench/decomposer-blind/table-19.jsonl --misses
+    .venv/bin/python bench/decomposer.py --tables bench/decomposer-blind/table-19.jsonl --misses --no-latency
     .venv/bin/infembed decomposer train --holdout writer-C --output runs/decomposer-no-c   # another one, by path:
     .venv/bin/python bench/decomposer.py --decomposer runs/decomposer-no-c --tables data/decomposer/writer-c.jsonl
 
@@ -117,6 +117,9 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--misses", action="store_true", help="print every miss")
     parser.add_argument("--json", type=Path, help="write the figures as JSON")
+    parser.add_argument(
+        "--no-latency", action="store_true", help="scores only (the latency pass times every text twice per backend)"
+    )
     args = parser.parse_args()
 
     import torch
@@ -150,6 +153,10 @@ def main() -> None:
             if args.misses:
                 print(f"  {splitter} misses on {name}:\n    " + "\n    ".join(r["misses"]))
         print(f"{name:22s} {len(excluding):>4d}+{len(plain):<4d}  " + "  ".join(f"{c:>26s}" for c in cells))
+    if args.no_latency:
+        if args.json:
+            args.json.write_text(json.dumps({"tables": figures, "latency": None}, indent=2) + "\n")
+        return
     texts = [t for excluding, plain in tables.values() for t in [e for e, _ in excluding] + plain]
     from infembed.instructions.split import SHIPPED_DECOMPOSER
 
