@@ -12,6 +12,7 @@ import pytest
 
 from infembed.data.errors import DataError
 from infembed.instructions import Instruction, split_instruction
+from infembed.instructions.clauses import sentence_spans
 from infembed.instructions.tagging import BEGIN, CUE, INSIDE, KEEP, decode, labelled_from_json, token_tags
 
 ROWS = [
@@ -368,6 +369,43 @@ def test_a_search_box_minus_excludes_its_term_where_the_model_tags_nothing(token
             },
             ["reviews"],
         ),
+        # a numbered list's item numbers end no sentence, and its items go on excluding under a cued label
+        (
+            {
+                "text": "Inclusion criteria: 1. Adults with asthma. 2. Lung function outcomes. Exclusion criteria: "
+                "1. Smokers. 2. Children with eczema. 3. Non-English publications.",
+                "aspects": ["Smokers", "Children with eczema", "Non-English publications"],
+                # the items' own clauses hold no cue word: only the label's does
+                "clauses": ["Exclusion criteria: 1. Smokers.", "Children with eczema", "Non-English publications"],
+            },
+            ["Smokers", "Children with eczema", "Non-English publications"],
+        ),
+        (
+            {
+                "text": "Reefer monitoring. Please leave these out:\n1. air freight\n2. home fridges\n3. engine telemetry",
+                "aspects": ["air freight", "home fridges", "engine telemetry"],
+                "clauses": ["Please leave these out:\n1. air freight", "home fridges", "engine telemetry"],
+            },
+            ["air freight", "home fridges", "engine telemetry"],
+        ),
+        # but a numbered list after an uncued sentence borrows nothing
+        (
+            {
+                "text": "Skip reviews.\n1. Heat pumps\n2. Solar panels",
+                "aspects": ["reviews", "Heat pumps", "Solar panels"],
+                "clauses": ["Skip reviews.", "Heat pumps", "Solar panels"],
+            },
+            ["reviews"],
+        ),
+        # an aspect ends with its line, even where the tags run on over the line break
+        (
+            {
+                "text": "Meal plan.\nMust avoid:\n- pork\n- shellfish",
+                "aspects": ["pork\n- shellfish"],
+                "clauses": ["Must avoid:\n- pork\n- shellfish"],
+            },
+            ["pork", "shellfish"],
+        ),
     ],
     ids=[
         "links",
@@ -383,6 +421,10 @@ def test_a_search_box_minus_excludes_its_term_where_the_model_tags_nothing(token
         "colon-lines",
         "question-verdict",
         "no-borrowing",
+        "numbered-criteria",
+        "numbered-lines",
+        "numbered-no-borrowing",
+        "line-ends-aspect",
     ],
 )
 def test_a_sentence_needs_a_cue_that_excludes(tokenizer, row, excluded):
@@ -393,6 +435,19 @@ def test_a_sentence_needs_a_cue_that_excludes(tokenizer, row, excluded):
     assert split.exclude == excluded
     if not excluded:
         assert split == Instruction(item.text)
+
+
+@pytest.mark.parametrize(
+    ("text", "sentences"),
+    [
+        ("Exclusion criteria: 1. Smokers. 2. Children.", ["Exclusion criteria: 1. Smokers.", " 2. Children."]),
+        # a lone number ends its sentence: no list numbered 1, 2
+        ("Get me season 2. No spoilers.", ["Get me season 2.", " No spoilers."]),
+        ("Studies before 2005. 1. Adults", ["Studies before 2005.", " 1.", " Adults"]),
+    ],
+)
+def test_only_a_numbered_lists_item_numbers_end_no_sentence(text, sentences):
+    assert [text[a:b] for a, b in sentence_spans(text)] == sentences
 
 
 def test_the_guard_is_the_whole_sentence_across_a_semicolon(tokenizer):

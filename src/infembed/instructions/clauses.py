@@ -16,9 +16,35 @@ SENTENCE_END = re.compile(r"[.!?;]+(?=\s|$)|\n+")
 GUARD_END = re.compile(r"[.!?]+(?=\s|$)|\n+")
 
 
+#: The number of an enumerated item, "1." after the start, a space, a colon or a bracket ("Exclusion criteria: 1. A.
+#: 2. B."): its full stop ends no sentence where the text numbers its items 1, 2, ... in order (:func:`_item_numbers`).
+_ITEM_NUMBER = re.compile(r"(?<![^\s:(\[])(\d{1,2})\.(?=\s)")
+
+
+def _item_numbers(text: str) -> set[int]:
+    """Where the full stops of a numbered list's item numbers are: a run of numbers 1, 2, ... (at least two) in
+    the order they are written; a lone "2." or "in 2." ends its sentence as before."""
+    found = [(m.end(1), int(m.group(1))) for m in _ITEM_NUMBER.finditer(text)]
+    stops: set[int] = set()
+    run: list[int] = []
+    for position, number in found:
+        if run and number == len(run) + 1:
+            run.append(position)
+            continue
+        if len(run) >= 2:
+            stops.update(run)
+        run = [position] if number == 1 else []
+    if len(run) >= 2:
+        stops.update(run)
+    return stops
+
+
 def sentence_spans(text: str, ends: re.Pattern[str] = SENTENCE_END) -> list[tuple[int, int]]:
     spans, start = [], 0
+    numbers = _item_numbers(text) if "1." in text else set()
     for match in ends.finditer(text):
+        if match.start() in numbers and match.end() - match.start() == 1:
+            continue
         spans.append((start, match.end()))
         start = match.end()
     if start < len(text):

@@ -298,6 +298,8 @@ def _carries_cue(word: str) -> bool:
 
 
 _LIST_ITEM = re.compile(r"\s*(?:[-*•–—]|\(?\d{1,2}[.)])\s")
+#: A numbered list opened inside a sentence after a label: "Exclusion criteria: 1. A." continued by "2. B."
+_LIST_OPENS = re.compile(r":\s*\(?1[.)]\s")
 
 
 def decode(
@@ -338,14 +340,20 @@ def decode(
     first = set(cued)
     with_cue_words = {spans_of.index(s) for s, _ in cue_words}
     for i, (a, b) in enumerate(sentences):
-        if i in cued or i in loosened or i not in with_cue_words:
+        if i in cued or i in loosened:
+            continue
+        before = text[sentences[i - 1][0] : sentences[i - 1][1]] if i else ""
+        # the next item of a numbered or bulleted list under a cued one: "Exclude:\n1. A\n2. B", "Ineligible: 1. A. 2. B."
+        item = i - 1 in cued and bool(_LIST_ITEM.match(text[a:b])) and bool(_LIST_ITEM.match(before) or _LIST_OPENS.search(before))
+        if i not in with_cue_words and not item:
             continue
         same = whole.at(a)
-        before = text[sentences[i - 1][0] : sentences[i - 1][1]] if i else ""
-        continues = i - 1 in cued and (
-            (same is not None and same[0] <= sentences[i - 1][0])  # "Exclude: A; B"
-            or before.rstrip().endswith(":")  # "Not looking for:\n- A"
-            or (bool(_LIST_ITEM.match(before)) and bool(_LIST_ITEM.match(text[a:b])))  # "- B" after "- A"
+        continues = item or (
+            i - 1 in cued
+            and (
+                (same is not None and same[0] <= sentences[i - 1][0])  # "Exclude: A; B"
+                or before.rstrip().endswith(":")  # "Not looking for:\n- A"
+            )
         )
         asks = text[a:b].rstrip().endswith("?") and i + 1 in first
         if continues or asks:
@@ -357,8 +365,8 @@ def decode(
     aspects: list[list] = []  # [start, end, first word, last word]
     previous = KEEP
     for k, (start, end, tag, _) in enumerate(words):
-        if tag in (BEGIN, INSIDE) and previous not in (BEGIN, INSIDE):
-            aspects.append([start, end, k, k])
+        if tag in (BEGIN, INSIDE) and (previous not in (BEGIN, INSIDE) or "\n" in text[aspects[-1][1] : start]):
+            aspects.append([start, end, k, k])  # an aspect ends with its line ("pork\n- shellfish": two)
         elif tag in (BEGIN, INSIDE):
             aspects[-1][1], aspects[-1][3] = end, k
         previous = tag
