@@ -444,6 +444,9 @@ def test_a_sentence_needs_a_cue_that_excludes(tokenizer, row, excluded):
         # a lone number ends its sentence: no list numbered 1, 2
         ("Get me season 2. No spoilers.", ["Get me season 2.", " No spoilers."]),
         ("Studies before 2005. 1. Adults", ["Studies before 2005.", " 1.", " Adults"]),
+        ("Exclude: A. Rats. B. Mice.", ["Exclude: A. Rats.", " B. Mice."]),
+        ("Ban a. cats b. dogs", ["Ban a. cats b. dogs"]),
+        ("Papers on vitamin A. No reviews.", ["Papers on vitamin A.", " No reviews."]),
     ],
 )
 def test_only_a_numbered_lists_item_numbers_end_no_sentence(text, sentences):

@@ -16,24 +16,29 @@ SENTENCE_END = re.compile(r"[.!?;]+(?=\s|$)|\n+")
 GUARD_END = re.compile(r"[.!?]+(?=\s|$)|\n+")
 
 
-#: The number of an enumerated item, "1." after the start, a space, a colon or a bracket ("Exclusion criteria: 1. A.
-#: 2. B."): its full stop ends no sentence where the text numbers its items 1, 2, ... in order (:func:`_item_numbers`).
-_ITEM_NUMBER = re.compile(r"(?<![^\s:(\[])(\d{1,2})\.(?=\s)")
+#: The number or letter of an enumerated item, "1." or "a." after the start, a space, a colon or a bracket
+#: ("Exclusion criteria: 1. A. 2. B.", "Exclusion: A. X. B. Y."): its full stop ends no sentence where the text
+#: numbers its items 1, 2, ... or a, b, ... in order (:func:`_item_numbers`).
+_ITEM_NUMBER = re.compile(r"(?<![^\s:(\[])(\d{1,2}|[A-Za-z])\.(?=\s)")
 
 
 def _item_numbers(text: str) -> set[int]:
-    """Where the full stops of a numbered list's item numbers are: a run of numbers 1, 2, ... (at least two) in
-    the order they are written; a lone "2." or "in 2." ends its sentence as before."""
-    found = [(m.end(1), int(m.group(1))) for m in _ITEM_NUMBER.finditer(text)]
+    """Where the full stops of an enumerated list's item numbers are: a run of at least two items 1, 2, ... (or a,
+    b, ... or A, B, ...) in the order they are written; a lone "2." ("season 2.") or "A." ("vitamin A.") ends its
+    sentence as before."""
     stops: set[int] = set()
     run: list[int] = []
-    for position, number in found:
-        if run and number == len(run) + 1:
-            run.append(position)
+    kind = ""
+    for m in _ITEM_NUMBER.finditer(text):
+        mark = m.group(1)
+        mark_kind = "1" if mark.isdigit() else "a" if mark.islower() else "A"
+        number = int(mark) if mark.isdigit() else ord(mark.lower()) - ord("a") + 1
+        if run and mark_kind == kind and number == len(run) + 1:
+            run.append(m.end(1))
             continue
         if len(run) >= 2:
             stops.update(run)
-        run = [position] if number == 1 else []
+        run, kind = ([m.end(1)], mark_kind) if number == 1 else ([], "")
     if len(run) >= 2:
         stops.update(run)
     return stops
@@ -41,7 +46,7 @@ def _item_numbers(text: str) -> set[int]:
 
 def sentence_spans(text: str, ends: re.Pattern[str] = SENTENCE_END) -> list[tuple[int, int]]:
     spans, start = [], 0
-    numbers = _item_numbers(text) if "1." in text else set()
+    numbers = _item_numbers(text) if "1." in text or "a." in text or "A." in text else set()
     for match in ends.finditer(text):
         if match.start() in numbers and match.end() - match.start() == 1:
             continue

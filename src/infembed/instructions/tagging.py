@@ -297,9 +297,9 @@ def _carries_cue(word: str) -> bool:
     return any(not ch.isspace() and ch not in _PUNCTUATION and ch not in _AFFIRMING for ch in word)
 
 
-_LIST_ITEM = re.compile(r"\s*(?:[-*•–—]|\(?\d{1,2}[.)])\s")
-#: A numbered list opened inside a sentence after a label: "Exclusion criteria: 1. A." continued by "2. B."
-_LIST_OPENS = re.compile(r":\s*\(?1[.)]\s")
+_LIST_ITEM = re.compile(r"\s*(?:[-*•–—]|\(?(?:\d{1,2}|[A-Za-z])[.)])\s")
+#: A numbered list opened inside a sentence after a label: "Exclusion criteria: 1. A." continued by "2. B.", "a) X" by "b) Y"
+_LIST_OPENS = re.compile(r":\s*\(?[1aA][.)]\s")
 
 
 def decode(
