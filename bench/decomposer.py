@@ -112,7 +112,11 @@ def main() -> None:
         "--decomposer", type=Path, help="a learned decomposer dir (infembed decomposer train)"
     )
     parser.add_argument(
-        "--splitters", nargs="+", default=None, help="default: rules and auto, and learned with --decomposer"
+        "--splitters",
+        nargs="+",
+        default=None,
+        help="default: rules and auto, and learned with --decomposer (auto is always the shipped decomposer with the "
+        "rules as its fallback; learned is --decomposer's model alone)",
     )
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--misses", action="store_true", help="print every miss")
