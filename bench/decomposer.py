@@ -122,7 +122,9 @@ def main() -> None:
     parser.add_argument("--misses", action="store_true", help="print every miss")
     parser.add_argument("--json", type=Path, help="write the figures as JSON")
     parser.add_argument(
-        "--no-latency", action="store_true", help="scores only (the latency pass times every text twice per backend)"
+        "--no-latency",
+        action="store_true",
+        help="scores only (the latency pass times every text twice per backend)",
     )
     args = parser.parse_args()
 
