@@ -236,6 +236,8 @@ def test_a_hyphenated_compound_is_never_cut_into_aspects_at_its_hyphens(tokenize
             "(ketamine[tiab] AND depress*[tiab])",
         ),
         ("lang:go ctx -repo:archive/ -path:**/generated/**", ["archive", "generated"], "lang:go ctx"),
+        # arXiv's ANDNOT (session 24)
+        ("cat:cs.LG AND ti:transformer ANDNOT abs:(vision OR speech)", ["vision", "speech"], "cat:cs.LG AND ti:transformer"),
         # a bare value ends at a separator or a keyword in capitals, so "and" inside a name stays in it
         ("vendor <> Johnson and Johnson; year: 2020", ["Johnson and Johnson"], "year: 2020"),
         # no topic: a comparison with zero, null or N/A is a constraint; prose in capitals; a question about SQL

@@ -27,9 +27,9 @@ OPERATOR = re.compile(
     r'|([^\W\d_][^\s,;!?()\[\]{}"=/\\:`]{2,})(?![=/\\\w:])'
     r"(?!\s+[\"'*./~]|\s+\S*[./]\w))"
 )
-#: Lucene's ``NOT field:value`` (``NOT field:"a phrase"``, ``NOT field:(a OR b)``); NOT in capitals, as the
+#: Lucene's ``NOT field:value`` (``NOT field:"a phrase"``, ``NOT field:(a OR b)``; arXiv's ``ANDNOT abs:x``); NOT in capitals, as the
 #: query syntax has it (prose "not" is the model's to read).
-NOT_FIELD = re.compile(rf'\bNOT[ \t]+{_FIELD}:(?:{_LIST}|"([^"\n]+)"|\'([^\'\n]+)\'|([^\s()"\'`]+))')
+NOT_FIELD = re.compile(rf'\b(?:AND)?NOT[ \t]+{_FIELD}:(?:{_LIST}|"([^"\n]+)"|\'([^\'\n]+)\'|([^\s()"\'`]+))')
 #: ``NOT (a = 'x' OR field:"y")``: a negated group of SQL comparisons or Lucene clauses; each value is excluded.
 NOT_GROUP = re.compile(rf"\bNOT[ \t]*{_LIST}")
 #: A negated field of a filter line or a WHERE clause, ``key != value`` (or ``<>``, Kusto's ``!~``; the value quoted
