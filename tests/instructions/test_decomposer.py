@@ -408,6 +408,14 @@ def test_a_search_box_minus_excludes_its_term_where_the_model_tags_nothing(token
             },
             ["pork", "shellfish"],
         ),
+        (
+            {
+                "text": "Meal plan.\nMust avoid:\u2028- pork\u0085- shellfish",
+                "aspects": ["pork\u0085- shellfish"],
+                "clauses": ["Must avoid:\u2028- pork\u0085- shellfish"],
+            },
+            ["pork", "shellfish"],
+        ),
     ],
     ids=[
         "links",
@@ -427,6 +435,7 @@ def test_a_search_box_minus_excludes_its_term_where_the_model_tags_nothing(token
         "numbered-lines",
         "numbered-no-borrowing",
         "line-ends-aspect",
+        "unicode-line-ends-aspect",
     ],
 )
 def test_a_sentence_needs_a_cue_that_excludes(tokenizer, row, excluded):

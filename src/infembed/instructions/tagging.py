@@ -298,6 +298,8 @@ def _carries_cue(word: str) -> bool:
 
 
 _LIST_ITEM = re.compile(r"\s*(?:[-*•–—]|\(?(?:\d{1,2}|[A-Za-z])[.)])\s")
+#: What ends a line (as str.splitlines reads it: "\n", "\r", U+0085, U+2028, ...): no aspect runs over one
+_LINE_BREAK = re.compile("[\n\r\x0b\x0c\x1c-\x1e\x85\u2028\u2029]")
 #: A numbered list opened inside a sentence after a label: "Exclusion criteria: 1. A." continued by "2. B.", "a) X" by "b) Y"
 _LIST_OPENS = re.compile(r":\s*\(?[1aA][.)]\s")
 
@@ -365,7 +367,7 @@ def decode(
     aspects: list[list] = []  # [start, end, first word, last word]
     previous = KEEP
     for k, (start, end, tag, _) in enumerate(words):
-        if tag in (BEGIN, INSIDE) and (previous not in (BEGIN, INSIDE) or "\n" in text[aspects[-1][1] : start]):
+        if tag in (BEGIN, INSIDE) and (previous not in (BEGIN, INSIDE) or _LINE_BREAK.search(text, aspects[-1][1], start)):
             aspects.append([start, end, k, k])  # an aspect ends with its line ("pork\n- shellfish": two)
         elif tag in (BEGIN, INSIDE):
             aspects[-1][1], aspects[-1][3] = end, k
