@@ -1,16 +1,17 @@
 """Robustness of exclusion handling to phrasing: followir-cranfield-excl with its changed instructions' exclusion
-sentence rewritten in nine new phrasings (docs/instructions.md).
+sentence rewritten in twelve new phrasings (docs/instructions.md).
 
     .venv/bin/python bench/paraphrases.py                                  # bm25 + MiniLM, auto and rules
     .venv/bin/python bench/paraphrases.py -r bm25 -r default -r runs/demo/model --exclusions auto rules off
 
-``bench/paraphrases/cranfield-excl-p{1..9}.jsonl`` hold, per query, only the new exclusion sentence: written by
+``bench/paraphrases/cranfield-excl-p{1..12}.jsonl`` hold, per query, only the new exclusion sentence: written by
 helpers who saw neither the splitters nor their data, keeping the same excluded aspects and qualifications
 ("only", "limited to") so the judgments stay valid; p1 assessor verdicts without "are not relevant", p2 a user's
 requests, p3 terse labels, lists and contrasts; p4-p6 (session 21, blind for the decomposer shipped then) a
 non-native researcher, an engineer's understated review comment, search-assistant shorthand; p7-p9 (session 23,
 blind for it too) a patent examiner's scope statements, a graduate student's hurried chat, systematic-review
-screening criteria. The benchmark dirs
+screening criteria; p10-p12 (session 25, blind too) a librarian's search brief, meeting minutes, a
+principal investigator's Slack messages. The benchmark dirs
 are built at run time from ``$INFEMBED_DATA_DIR/followir-cranfield-excl`` (corpus, qrels, og instructions; never
 copied into the repository): changed instruction = og instruction + " " + the new sentence, as in the standard phrasing.
 Prints p-MRR, og MAP@1000 and changed nDCG@10 (x100) per retriever, splitter and phrasing, and each phrasing's
@@ -71,7 +72,9 @@ def main() -> None:
     figures: dict[str, dict[str, dict[str, float]]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         benches = {"standard": load_benchmark(str(source))}
-        for path in sorted(HERE.glob("paraphrases/cranfield-excl-p*.jsonl")):
+        for path in sorted(
+            HERE.glob("paraphrases/cranfield-excl-p*.jsonl"), key=lambda p: int(p.stem.rsplit("-p", 1)[-1])
+        ):
             name = path.stem.rsplit("-", 1)[-1]
             benches[name] = load_benchmark(str(paraphrased_benchmark(source, path, Path(tmp) / name)))
         print(
