@@ -48,7 +48,7 @@ test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not slow" -x
 
 # Retrain the learned decomposer that `--exclusions auto` uses, from data/decomposer: two members, seeds 3 and 4, whose
-# tag probabilities are averaged, trained side by side on one thread each (2 h 23 min on 2 cores, minutes on a GPU)
+# tag probabilities are averaged, trained side by side on one thread each (1-2.5 h on 2 cores, minutes on a GPU)
 decomposer: $(STAMP)
 	$(BIN)/infembed decomposer train --seed 3 --members 2 --jobs 2 --output src/infembed/resources/decomposer --overwrite
 
