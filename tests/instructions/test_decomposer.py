@@ -655,6 +655,37 @@ def test_several_data_paths_are_read_in_order_each_file_once(tmp_path):
             read_labelled_files(data)
 
 
+def test_the_recorded_digest_is_of_the_rows_read_though_a_file_changes_during_the_run(tmp_path):
+    """A long run records the sha256 of the bytes its rows were read from: a data file moved, edited or deleted
+    while it trains (shipping data, a writer's fix) neither loses the run nor is recorded as trained on."""
+    import hashlib
+
+    from infembed.instructions.decomposer_train import DecomposerTrainConfig, train_decomposer
+
+    folder = tmp_path / "data"
+    folder.mkdir()
+    first, second = folder / "a.jsonl", folder / "b.jsonl"
+    first.write_bytes(b"\xef\xbb\xbf" + "".join(json.dumps(row) + "\n" for row, _ in ROWS[:2]).encode())
+    second.write_text("\n".join(json.dumps(row) for row, _ in ROWS[2:]), encoding="utf-8")  # no final newline
+    read = hashlib.sha256(first.read_bytes() + second.read_bytes()).hexdigest()[:16]
+    changed = []
+
+    def change_the_data(stage, done, total):  # the files change once the rows are read, as in a real run
+        if stage == "training" and not changed:
+            first.rename(tmp_path / "moved.jsonl")
+            second.write_text(json.dumps(ROWS[0][0]) + "\n", encoding="utf-8")
+            changed.append(stage)
+
+    summary = train_decomposer(
+        DecomposerTrainConfig(data=str(folder), output=str(tmp_path / "m"), epochs=1, batch_size=4, lora_rank=0),
+        progress=change_the_data,
+    )
+    assert changed and not first.exists()
+    recorded = json.loads((tmp_path / "m" / "decomposer.json").read_text())["data"]
+    assert recorded == summary["data"] and recorded["sha256"] == read
+    assert recorded["files"] == ["a.jsonl", "b.jsonl"] and recorded["rows"] == len(ROWS)
+
+
 def test_train_never_replaces_an_output_silently(tmp_path, trained):
     from infembed.instructions.decomposer_train import DecomposerTrainConfig, train_decomposer
 

@@ -30,8 +30,10 @@ def open_text(path: str | Path) -> TextIO:
     return open(path, encoding="utf-8-sig")
 
 
-def iter_lines(path: str | Path) -> Iterator[tuple[int, str]]:
+def iter_lines(path: str | Path, digest: Any = None) -> Iterator[tuple[int, str]]:
     """Yield ``(line_number, text)`` for every line of a UTF-8 text file (``*.gz`` gunzipped), newline removed.
+    ``digest`` (a ``hashlib`` object) is fed the bytes as they are read, so it describes exactly the lines
+    yielded, even if the file changes later (a plain file's digest is then the sha256 of the file).
 
     A leading byte-order mark is dropped (editors on Windows write one). A byte sequence that is not UTF-8 raises
     a :class:`DataError` naming the file, the line and the column, instead of Python's bare codec error."""
@@ -44,6 +46,8 @@ def iter_lines(path: str | Path) -> Iterator[tuple[int, str]]:
     try:
         with opener(path, "rb") as handle:
             for number, raw in enumerate(handle, start=1):
+                if digest is not None:
+                    digest.update(raw)
                 if number == 1 and raw.startswith(b"\xef\xbb\xbf"):
                     raw = raw[3:]
                 try:
@@ -60,10 +64,10 @@ def iter_lines(path: str | Path) -> Iterator[tuple[int, str]]:
         raise DataError(f"not a readable gzip file ({error})", path) from None
 
 
-def iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
+def iter_jsonl(path: str | Path, digest: Any = None) -> Iterator[tuple[int, dict[str, Any]]]:
     """Yield ``(line_number, object)`` for each non-blank line. A line that is not a JSON object raises a
-    :class:`DataError` naming the file and line; nothing is skipped silently."""
-    for number, line in iter_lines(path):
+    :class:`DataError` naming the file and line; nothing is skipped silently. ``digest``: as :func:`iter_lines`."""
+    for number, line in iter_lines(path, digest):
         if not line.strip():
             continue
         try:

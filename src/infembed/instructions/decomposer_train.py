@@ -146,13 +146,6 @@ def check_output(output: Path, overwrite: bool) -> None:
         )
 
 
-def _digest(files: list[str]) -> str:
-    digest = hashlib.sha256()
-    for name in files:
-        digest.update(Path(name).read_bytes())
-    return digest.hexdigest()[:16]
-
-
 def _batches(examples: list, batch_size: int, order: random.Random) -> list[list[int]]:
     """Batches of similar length (little padding), in a shuffled order; the rows inside shuffled first."""
     indices = list(range(len(examples)))
@@ -207,7 +200,10 @@ def train_decomposer(
 
     layers = config.layers()
     check_output(Path(config.output), config.overwrite)
-    rows, files = read_labelled_files(config.data)
+    # The digest of the bytes the rows come from, taken as they are read: a file edited or moved during a long
+    # run neither ends the run nor gets recorded as what the model was trained on.
+    digest = hashlib.sha256()
+    rows, files = read_labelled_files(config.data, digest)
     train_rows = [r for r in rows if not config.holdout or r.source != config.holdout]
     if config.holdout and len(train_rows) == len(rows):
         raise SettingsError(f"holdout {config.holdout!r} names no writer/source of the rows")
@@ -234,7 +230,7 @@ def train_decomposer(
         "settings": asdict(config),
         "data": {
             "files": [Path(f).name for f in files],
-            "sha256": _digest(files),
+            "sha256": digest.hexdigest()[:16],
             "rows": len(rows),
             "train_rows": len(train_rows),
             "augmented": members[0]["augmented"],

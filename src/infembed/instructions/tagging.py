@@ -19,6 +19,7 @@ import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from infembed.data.errors import DataError
 from infembed.instructions.clauses import GUARD_END, Exceptions, Spans, sentence_spans
@@ -114,18 +115,21 @@ def labelled_from_json(
     return LabelledInstruction(text, tuple(sorted(aspects)), tuple(sorted(clauses)), str(source))
 
 
-def read_labelled(path: str | Path) -> list[LabelledInstruction]:
-    """A labelled-instructions JSONL file (the decomposer's training data)."""
+def read_labelled(path: str | Path, digest: Any = None) -> list[LabelledInstruction]:
+    """A labelled-instructions JSONL file (the decomposer's training data); ``digest`` (a ``hashlib`` object) is
+    fed the bytes the rows were read from."""
     from infembed.data.jsonl import iter_jsonl
 
-    return [labelled_from_json(obj, path, line) for line, obj in iter_jsonl(path)]
+    return [labelled_from_json(obj, path, line) for line, obj in iter_jsonl(path, digest)]
 
 
 def read_labelled_files(
-    data: str | Path | Sequence[str | Path],
+    data: str | Path | Sequence[str | Path], digest: Any = None
 ) -> tuple[list[LabelledInstruction], list[str]]:
     """The rows of each file, and of every ``*.jsonl`` in each directory (sorted), in the order given, and the
-    files read; a file named twice (itself and through its directory) is read once."""
+    files read; a file named twice (itself and through its directory) is read once. ``digest`` (a ``hashlib``
+    object) is fed the bytes of each file as its rows are read: it records what was read, not what a file holds
+    by the time a long training ends."""
     specs = [data] if isinstance(data, (str, Path)) else list(data)
     if not specs:
         raise DataError("no labelled instructions given", field="data", hint="give --data FILE_OR_DIR")
@@ -135,7 +139,7 @@ def read_labelled_files(
         if not found or not all(f.is_file() for f in found):
             raise DataError("holds no labelled-instructions .jsonl file", spec, field="data")
         files += [f for f in found if f.resolve() not in {g.resolve() for g in files}]
-    rows = [row for f in files for row in read_labelled(f)]
+    rows = [row for f in files for row in read_labelled(f, digest)]
     if len(rows) < 2:
         raise DataError("needs at least two labelled instructions", specs[0], field="data")
     return rows, [str(f) for f in files]
