@@ -127,6 +127,8 @@ def main() -> None:
         help="scores only (the latency pass times every text twice per backend)",
     )
     args = parser.parse_args()
+    if "learned" in (args.splitters or []) and not args.decomposer:
+        parser.error("--splitters learned needs --decomposer DIR (the model scored alone)")
 
     import torch
 
